@@ -1,0 +1,63 @@
+# lanekit.serving — developer entry points. Two commands matter on a fresh Debian 12 machine:
+#   make demo   # creates the venv, brings up the simulated cluster, deploys the default lane
+#   make test   # unit tests, lint, syntax checks, molecule on the simulated cluster
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+LANE ?= mistral-large4-nvfp4-8x-vllm
+INVENTORY ?= inventories/sim
+COLLECTION_LINK := .collections/ansible_collections/lanekit/serving
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: venv demo test unit lint syntax plan sim-up sim-down host-deps molecule build clean
+
+$(BIN)/ansible-playbook: requirements.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+$(COLLECTION_LINK):
+	mkdir -p $(dir $(COLLECTION_LINK))
+	ln -sfn ../../.. $(COLLECTION_LINK)
+
+venv: $(BIN)/ansible-playbook $(COLLECTION_LINK)
+
+# Docker engine, debootstrap and the registry for the simulated cluster (root, Debian).
+host-deps:
+	bash tests/sim/host-deps.sh
+
+plan: venv
+	$(BIN)/ansible-playbook playbooks/plan-lane.yml -i inventories/spark8 -e lane=$(LANE)
+
+sim-up: venv host-deps
+	$(BIN)/ansible-playbook playbooks/sim-up.yml
+
+sim-down: venv
+	$(BIN)/ansible-playbook playbooks/sim-down.yml
+
+demo: sim-up
+	$(BIN)/ansible-playbook playbooks/deploy-lane.yml -i $(INVENTORY) -e lane=$(LANE)
+
+unit: venv
+	$(BIN)/pytest -q tests/unit
+
+syntax: venv
+	for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventories/spark8 "$$p" >/dev/null || exit 1; done
+	@echo "syntax: all playbooks parse"
+
+lint: venv
+	$(BIN)/ansible-lint --profile production
+
+build: venv
+	$(BIN)/ansible-galaxy collection build --force --output-path .build
+
+molecule: venv host-deps
+	bash tests/molecule-run.sh
+
+test: unit syntax lint build molecule
+
+clean:
+	rm -rf .build .pytest_cache
