@@ -17,10 +17,8 @@ from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
-from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import load_lane, parse_overrides
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import render, table
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
+from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane, table
 
 display = Display()
 
@@ -77,8 +75,6 @@ class ActionModule(ActionBase):
     # -- helpers ------------------------------------------------------------------------
 
     def _plan(self, args, task_vars):
-        lanes_dir = args.get("lanes_dir") or os.path.join(COLLECTION_ROOT, "lanes")
-        images_dir = args.get("images_dir") or os.path.join(COLLECTION_ROOT, "images")
         group = args["nodes_group"]
         host_names = list(task_vars.get("groups", {}).get(group) or [])
         if not host_names:
@@ -88,68 +84,21 @@ class ActionModule(ActionBase):
             )
         hostvars = task_vars.get("hostvars", {})
         extra_layer = self._extra_overrides()
-        head_vars = hostvars[host_names[0]]
-
-        def lane_for(host):
-            inventory_layer = self._inventory_overrides(host, hostvars[host])
-            layers = [(f"lane_overrides in the inventory (host {host})", inventory_layer)]
+        hosts = []
+        for name in host_names:
+            layers = [(f"lane_overrides in the inventory (host {name})", self._inventory_overrides(name, hostvars[name]))]
             if extra_layer is not None:
                 layers.append(("lane_overrides given with -e", extra_layer))
-            return load_lane(lanes_dir, args["lane"], layers)
-
-        lane = lane_for(host_names[0])
-        rank_lanes = {}
-        for host in host_names[1:]:
-            other = lane_for(host)
-            for key in ("engine", "image", "hardware", "model", "topology", "boot"):
-                if other[key] != lane[key]:
-                    raise LanekitError(
-                        f"lane_overrides for host {host} change '{key}', which must be the same on every rank "
-                        f"(only serve.args and serve.env may differ per host); move that override to group_vars."
-                    )
-            rank_lanes[host] = other
-        rank_lanes[host_names[0]] = lane
-
-        profile = PROFILES[lane["hardware"]]
-        arch = str(head_vars.get("lanekit_node_arch") or "arm64")
-        digests = head_vars.get("lanekit_image_digests") or {}
-        if not isinstance(digests, dict):
-            raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
-        image = resolve_image(load_image_spec(images_dir, lane["image"]), arch, digests)
-
-        skip = args.get("lint_skip") or []
-        skip = [part for item in skip for part in str(item).split(",")]
-        node_ranks = {h: hostvars[h].get("node_rank") for h in host_names if hostvars[h].get("node_rank") is not None}
-        ctx = _lint.LintContext(lane=lane, profile=profile, image=image, hosts=host_names,
-                                node_ranks=node_ranks, purpose=args["purpose"])
-        findings = _lint.run(ctx, skip)
-        if findings["errors"]:
-            return None, findings
-        hosts = [{
-            "name": h,
-            "fabric_ip": hostvars[h].get("fabric_ip"),
-            "fabric_ifname": hostvars[h].get("fabric_ifname"),
-            "ib_hca": hostvars[h].get("ib_hca"),
-            "ucx_net_devices": hostvars[h].get("ucx_net_devices"),
-            "node_rank": hostvars[h].get("node_rank"),
-        } for h in host_names]
-        cluster = {
-            "weights_root": head_vars.get("lanekit_weights_root"),
-            "rank_gpus": head_vars.get("lanekit_rank_gpus", "all"),
-            "rank_devices": head_vars.get("lanekit_rank_devices", []),
-            "rank_cap_add": head_vars.get("lanekit_rank_cap_add", []),
-            "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),
-            "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
-            "head_host": head_vars.get("lanekit_head_host"),
-        }
-        plan = render(lane, profile, image, hosts, cluster, rank_lanes)
-        plan["memory"] = _lint.kv_assessment(lane, profile)
-        plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
-                                                             "device_memory_gib", "admission_free_gib",
-                                                             "unified_memory")}
-        plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}
-        plan["layers"] = lane["_layers"]
-        return plan, findings
+            hosts.append({"name": name, "vars": hostvars[name], "layers": layers})
+        skip = [part for item in (args.get("lint_skip") or []) for part in str(item).split(",")]
+        return plan_lane(
+            lanes_dir=args.get("lanes_dir") or os.path.join(COLLECTION_ROOT, "lanes"),
+            images_dir=args.get("images_dir") or os.path.join(COLLECTION_ROOT, "images"),
+            lane_name=args["lane"],
+            hosts=hosts,
+            lint_skip=skip,
+            purpose=args["purpose"],
+        )
 
     def _extra_overrides(self):
         """``lane_overrides`` from ``-e`` (None when not given).

@@ -247,3 +247,89 @@ class DockerCLI:
             f"still failed after {attempts} attempts in {round(clock() - start)} s: {last}. "
             f"The image may be incompletely unpacked or damaged; remove it there (docker image rm {ref}) and re-run."
         )
+
+
+# --- Streaming an image node to node (``docker save`` on the source, ``docker load`` on the target)
+# The source (module image_serve) spools one ``docker save`` to a file on its own disk and serves it
+# to every target that presents the run's token; targets (module image_distribute, method stream)
+# feed the stream straight into ``docker load``. Nothing passes through the controller.
+#
+# Protocol over one TCP connection:
+#   target -> source  one JSON line: {"token", "content_hash", "client"}
+#   source -> target  one JSON line: {"ok": true, "ref", "content_hash"} or {"ok": false, "error"}
+#   source -> target  frames: 8-byte big-endian length + that many bytes of the tar stream, ...,
+#                     then a zero length and 8 bytes with the total; a stream that ends without
+#                     the zero frame is incomplete (the source failed) and must not be loaded
+#   target -> source  one JSON line: {"loaded": true|false, "error": "..."}
+
+STREAM_MAGIC = "lanekit-image-stream/1"
+FRAME_HEADER = 8
+MAX_LINE = 64 * 1024
+
+
+class StreamError(LanekitError):
+    """The image stream between two nodes failed."""
+
+
+def send_line(sock, payload: dict) -> None:
+    sock.sendall(json.dumps(payload, sort_keys=True).encode("utf-8") + b"\n")
+
+
+def recv_line(sock, limit: int = MAX_LINE) -> dict:
+    """Read one JSON line byte by byte (short control messages only)."""
+    data = bytearray()
+    while True:
+        chunk = sock.recv(1)
+        if not chunk:
+            raise StreamError("the peer closed the connection before a complete message")
+        if chunk == b"\n":
+            break
+        data += chunk
+        if len(data) > limit:
+            raise StreamError("the peer sent an over-long message")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except ValueError:
+        raise StreamError("the peer sent something that is not a lanekit stream message") from None
+    if not isinstance(value, dict):
+        raise StreamError("the peer sent something that is not a lanekit stream message")
+    return value
+
+
+def recv_exact(sock, count: int) -> bytes:
+    data = bytearray()
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise StreamError(f"the stream ended {count - len(data)} bytes early")
+        data += chunk
+    return bytes(data)
+
+
+def frame_header(length: int) -> bytes:
+    return int(length).to_bytes(FRAME_HEADER, "big")
+
+
+def copy_frames(sock, write, buffer_size: int = 1 << 20) -> int:
+    """Copy framed stream data from ``sock`` to ``write(memoryview)`` until the end frame.
+
+    Returns the byte count; raises StreamError if the stream is incomplete or inconsistent.
+    """
+    buf = bytearray(buffer_size)
+    view = memoryview(buf)
+    total = 0
+    while True:
+        length = int.from_bytes(recv_exact(sock, FRAME_HEADER), "big")
+        if length == 0:
+            announced = int.from_bytes(recv_exact(sock, FRAME_HEADER), "big")
+            if announced != total:
+                raise StreamError(f"the stream carried {total} bytes but the source announced {announced}")
+            return total
+        remaining = length
+        while remaining:
+            got = sock.recv_into(view, min(buffer_size, remaining))
+            if not got:
+                raise StreamError(f"the stream ended after {total} bytes, before its end marker (the source failed)")
+            write(view[:got])
+            remaining -= got
+            total += got

@@ -367,3 +367,18 @@ def render_args(args: dict) -> list[str]:
         argv.append(flag)
         argv.extend(render_flag_value(value))
     return argv
+
+
+def budget_env(lane: dict) -> dict:
+    """Engine timeouts the boot budget fills in when the lane leaves them unset (or null)."""
+    boot = lane["boot"]
+    if lane["engine"] == "vllm":
+        return {"VLLM_ENGINE_READY_TIMEOUT_S": boot["budget_s"]}
+    return {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": boot["budget_s"]}
+
+
+def effective_env(lane: dict) -> dict:
+    """The lane's environment as ranks get it: budget defaults, then the lane's values (null = unset)."""
+    env = budget_env(lane)
+    env.update({k: v for k, v in lane["serve"]["env"].items() if v is not None})
+    return env

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _kvbudget
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import sm_major
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env
 
 ERROR = "error"
 WARNING = "warning"
@@ -57,7 +58,7 @@ def _args(ctx: LintContext) -> dict:
 
 
 def _env(ctx: LintContext) -> dict:
-    return {k: v for k, v in ctx.lane["serve"]["env"].items() if v is not None}
+    return effective_env(ctx.lane)
 
 
 def _is_sm12x(ctx: LintContext) -> bool:

@@ -13,8 +13,11 @@ import hashlib
 import json
 import posixpath
 
+from ansible_collections.lanekit.serving.plugins.module_utils import _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import render_args
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
+from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, load_lane, render_args
 
 CONTAINER_PREFIX = "lanekit-"
 LABEL = "io.lanekit"
@@ -130,14 +133,6 @@ def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: s
     return argv
 
 
-def _engine_env(lane: dict) -> dict:
-    """Boot-budget defaults for every engine timeout the lane leaves unset."""
-    boot = lane["boot"]
-    if lane["engine"] == "vllm":
-        return {"VLLM_ENGINE_READY_TIMEOUT_S": boot["budget_s"]}
-    return {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": boot["budget_s"]}
-
-
 def docker_run_argv(spec: dict) -> list[str]:
     """The exact ``docker run`` a person could paste to start this rank by hand."""
     argv = ["docker", "run", "-d", "--name", spec["container_name"], "--restart", "no",
@@ -193,8 +188,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         env = {}
         env.update(profile.get("env", {}))
         env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
-        env.update(_engine_env(rlane))
-        env.update(rlane["serve"]["env"])
+        env.update(effective_env(rlane))
         env.update(_fabric_env(lane["engine"], host))
         # Ranks read the staged weights only; a rank reaching for the Hub mid-boot is a bug.
         env["HF_HUB_OFFLINE"] = "1"
@@ -290,3 +284,62 @@ def table(plan: dict) -> str:
 def _quote(arg: str) -> str:
     safe = all(c.isalnum() or c in "-_./:=,@+" for c in arg)
     return arg if safe and arg else "'" + arg.replace("'", "'\"'\"'") + "'"
+
+
+def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict], lint_skip=None,
+              purpose: str = "plan") -> tuple[dict | None, dict]:
+    """Lane file + layers + inventory -> (plan or None, lint findings).
+
+    ``hosts``: the lane_nodes hosts in inventory order, each ``{"name", "vars", "layers"}`` where
+    ``vars`` are its host variables and ``layers`` its [(source, lane_overrides)] in order.
+    Cluster-wide settings are read from the first host's variables.
+    """
+    if not hosts:
+        raise LanekitError("the inventory group lane_nodes is empty; list the lane's GPU nodes there in rank order.")
+    lanes = {h["name"]: load_lane(lanes_dir, lane_name, h["layers"]) for h in hosts}
+    lane = lanes[hosts[0]["name"]]
+    for host in hosts[1:]:
+        other = lanes[host["name"]]
+        for key in ("engine", "image", "hardware", "model", "topology", "boot", "memory"):
+            if other.get(key) != lane.get(key):
+                raise LanekitError(
+                    f"lane_overrides for host {host['name']} change '{key}', which must be the same on every rank "
+                    f"(only serve.args and serve.env may differ per host); move that override to group_vars."
+                )
+    head_vars = hosts[0]["vars"]
+    profile = PROFILES[lane["hardware"]]
+    arch = str(head_vars.get("lanekit_node_arch") or "arm64")
+    digests = head_vars.get("lanekit_image_digests") or {}
+    if not isinstance(digests, dict):
+        raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
+    image = resolve_image(load_image_spec(images_dir, lane["image"]), arch, digests)
+    node_ranks = {h["name"]: h["vars"]["node_rank"] for h in hosts if h["vars"].get("node_rank") is not None}
+    ctx = _lint.LintContext(lane=lane, profile=profile, image=image, hosts=[h["name"] for h in hosts],
+                            node_ranks=node_ranks, purpose=purpose)
+    findings = _lint.run(ctx, lint_skip or [])
+    if findings["errors"]:
+        return None, findings
+    cluster = {
+        "weights_root": head_vars.get("lanekit_weights_root"),
+        "rank_gpus": head_vars.get("lanekit_rank_gpus", "all"),
+        "rank_devices": head_vars.get("lanekit_rank_devices", []),
+        "rank_cap_add": head_vars.get("lanekit_rank_cap_add", []),
+        "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),
+        "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
+        "head_host": head_vars.get("lanekit_head_host"),
+    }
+    host_specs = [{
+        "name": h["name"],
+        "fabric_ip": h["vars"].get("fabric_ip"),
+        "fabric_ifname": h["vars"].get("fabric_ifname"),
+        "ib_hca": h["vars"].get("ib_hca"),
+        "ucx_net_devices": h["vars"].get("ucx_net_devices"),
+        "node_rank": h["vars"].get("node_rank"),
+    } for h in hosts]
+    plan = render(lane, profile, image, host_specs, cluster, lanes)
+    plan["memory"] = _lint.kv_assessment(lane, profile)
+    plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
+                                                         "device_memory_gib", "admission_free_gib", "unified_memory")}
+    plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}
+    plan["layers"] = lane["_layers"]
+    return plan, findings

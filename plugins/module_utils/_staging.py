@@ -610,7 +610,15 @@ class Stager:
             "huggingface_hub_version": getattr(self.source, "library_version", None),
         }
         if self.check_mode:
-            return self._check_result(result, plans, to_fetch, to_hash, old_manifest, same)
+            # hashing is read-only: do it, so check mode names the files a real run would repair
+            t = time.monotonic()
+            bad = self._run_pool(to_hash, self._hash_existing, {})
+            self.phases["verify"].seconds = time.monotonic() - t
+            for p in bad:
+                p.action = "fetch"
+                p.reason = "digest mismatch"
+                to_fetch.append(p)
+            return self._check_result(result, plans, to_fetch, bad, old_manifest, same)
 
         lock = StageLock(os.path.join(self.state_dir, "lock"))
         os.makedirs(self.dest, exist_ok=True)
@@ -621,14 +629,15 @@ class Stager:
             self.journal.close()
             lock.release()
 
-    def _check_result(self, result, plans, to_fetch, to_hash, old_manifest, same):
+    def _check_result(self, result, plans, to_fetch, bad, old_manifest, same):
         would_fetch = sum(p.spec.size for p in to_fetch)
-        would_hash = sum(p.spec.size for p in to_hash)
         manifest_changes = not same or old_manifest is None
         changed = bool(to_fetch) or manifest_changes or (self.prune and bool(result["extra_files"]))
         result.update({
             "changed": changed, "would_fetch_bytes": would_fetch, "would_fetch_files": [p.spec.path for p in to_fetch],
-            "would_hash_bytes": would_hash, "would_hash_files": [p.spec.path for p in to_hash],
+            "would_repair_files": sorted(p.spec.path for p in bad),
+            "files_hashed": self.phases["verify"].files, "bytes_hashed": self.phases["verify"].bytes,
+            "mismatches": sorted(self.mismatches),
             "files": [p.as_dict() for p in plans if p.action != "ok"],
             "phases": {k: v.as_dict() for k, v in self.phases.items()},
             "files_fetched": 0, "bytes_fetched": 0,
@@ -666,7 +675,6 @@ class Stager:
             to_fetch.append(p)
             self.repaired.append(p.spec.path)
 
-        manifest_changes = (old_manifest is None or old_manifest.get("revision") != revision)
         changed = False
         if to_fetch:
             self._check_space(to_fetch)
@@ -713,7 +721,6 @@ class Stager:
             changed = True
         self.journal.compact([s.path for s in specs])
         self.phases["publish"].seconds = time.monotonic() - t
-        del manifest_changes
 
         result.update({
             "changed": changed,
@@ -725,6 +732,10 @@ class Stager:
             "files": [p.as_dict() for p in plans if p.action != "ok"],
             "phases": {k: v.as_dict() for k, v in self.phases.items()},
             "huggingface_hub_version": getattr(self.source, "library_version", None),
+            "diff": {"before": {"revision": (old_manifest or {}).get("revision"),
+                                "files_digest": (old_manifest or {}).get("files_digest")},
+                     "after": {"revision": revision, "files_digest": manifest["files_digest"],
+                               "fetched": sorted(p.spec.path for p in to_fetch)}},
         })
         return result
 
@@ -805,6 +816,8 @@ class Stager:
         if plan.dest_stat is not None and (st.st_ino, st.st_mtime_ns) != (plan.dest_stat.st_ino,
                                                                           plan.dest_stat.st_mtime_ns):
             return plan  # changed under us while hashing
+        if self.check_mode:
+            return None
         self.journal.record(plan.spec.path, plan.spec.size, d.sha256, st, self.revision)
         digests[plan.spec.path] = d.sha256
         return None

@@ -310,7 +310,7 @@ class ImageBuilder:
         resolved["spec"] = spec
         return resolved
 
-    def _check_lock(self, resolved: dict, current: dict) -> str:
+    def _check_lock(self, resolved: dict, current: dict, announce: bool = True) -> str:
         lock_file = self.params["lock_file"]
         locked = lock_arch_entry(self.params["lock"], resolved["name"], resolved["arch"], lock_file)
         if not locked:
@@ -319,7 +319,8 @@ class ImageBuilder:
         if not differences:
             return "match"
         if self.params["lock_update"]:
-            self.actions.append(f"the lock {lock_file} will be updated: {'; '.join(differences)}")
+            if announce:
+                    self.actions.append(f"the lock {lock_file} will be updated: {'; '.join(differences)}")
             return "update"
         raise LanekitError(lock_problem(lock_file, resolved["name"], resolved["arch"], differences))
 
@@ -420,13 +421,18 @@ class ImageBuilder:
         self.actions.append(f"restored {resolved['ref']} from {source} instead of rebuilding it")
         return True
 
-    def _push(self, resolved: dict) -> tuple[bool, str, str]:
+    def _push(self, resolved: dict, pin: dict) -> tuple[bool, str, str]:
         registry = self.params["registry"].rstrip("/")
         repository = f"{registry}/{IMAGE_REPOSITORY_PREFIX}{resolved['name']}"
         target = f"{repository}:{resolved['content_hash'][:12]}"
         if self.check_mode:
+            known = registry_digest_for(pin["repo_digests"], repository) if pin["content_hash"] == resolved["content_hash"] else ""
+            if known:
+                self.actions.append(f"would push {target} (its digest {known} is already recorded, so probably nothing to upload)")
+                return False, f"{repository}@{known}", known
             self.actions.append(f"would push {target}")
             return True, "", ""
+        known_before = registry_digest_for(pin["repo_digests"], repository)
         self.docker.tag(resolved["ref"], target)
         output = self.docker.push(target)
         uploaded = any(line.strip().endswith("Pushed") for line in output.splitlines())
@@ -438,14 +444,17 @@ class ImageBuilder:
                     digest = "sha256:" + line.split("digest: sha256:", 1)[1].split()[0]
         if not digest:
             raise LanekitError(f"docker push {target} on {self.host} did not report a digest: {tail(output, 5)}")
-        self.actions.append(f"pushed {target} ({'layers uploaded' if uploaded else 'already in the registry'}), digest {digest}")
+        # A thin image may add no layer of its own; its manifest is still new to the registry.
+        uploaded = uploaded or digest != known_before
+        self.actions.append(f"pushed {target} ({'uploaded' if uploaded else 'already in the registry'}), digest {digest}")
         return uploaded, f"{repository}@{digest}", digest
 
     # -- the decision ----------------------------------------------------------------------------
     def run(self) -> dict:
         resolved = self._resolve()
         name, ref, chash = resolved["name"], resolved["ref"], resolved["content_hash"]
-        lock_status = self._check_lock(resolved, {"content_hash": chash, "base_digest": resolved["base_digest"]})
+        lock_status = self._check_lock(resolved, {"content_hash": chash, "base_digest": resolved["base_digest"]},
+                                       announce=self.check_mode)
 
         before = self.docker.inspect_image(ref)
         pin_before = image_pin(before)
@@ -514,8 +523,8 @@ class ImageBuilder:
             if not result["changed"]:
                 self.actions.append(f"{ref} came out identical to the image already there (same Id)")
 
-        if self.params["registry"] and pin_after["present"] or (self.params["registry"] and self.check_mode):
-            uploaded, registry_ref, registry_digest = self._push(resolved)
+        if self.params["registry"] and (pin_after["present"] or self.check_mode):
+            uploaded, registry_ref, registry_digest = self._push(resolved, pin_after)
             result.update(pushed=uploaded, registry_ref=registry_ref, registry_digest=registry_digest)
             result["changed"] = result["changed"] or uploaded
         elif pin_after["present"] and restore_from and registry_digest_for(pin_after["repo_digests"], restore_from.split("@")[0]):
@@ -526,7 +535,7 @@ class ImageBuilder:
         if pin_after["present"] and not (self.check_mode and action != "keep"):
             entry = lock_entry(resolved, rootfs=pin_after["rootfs"], image_id=pin_after["image_id"],
                                registry_ref=result["registry_ref"], registry_digest=result["registry_digest"],
-                               builder=self.module.params.get("_builder_name") or self.host)
+                               builder=self.host)
             lock_status = self._check_lock(resolved, entry)
         elif self.check_mode:
             lock_status = "unknown" if lock_status == "match" else lock_status

@@ -1,0 +1,45 @@
+"""Shared helpers: plan a lane against the spark8 example inventory, as the action plugin does."""
+from __future__ import annotations
+
+import copy
+import os
+
+import yaml
+
+from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+LANES = os.path.join(REPO, "lanes")
+IMAGES = os.path.join(REPO, "images")
+VLLM = "mistral-large4-nvfp4-8x-vllm"
+SGLANG = "mistral-large4-nvfp4-8x-sglang"
+FULL_DIGESTS = {
+    "mistral-large4-vllm": {"arm64": "sha256:b046d936" + "0" * 56},
+    "mistral-large4-sglang": {"arm64": "sha256:2f0cd825" + "1" * 56},
+}
+
+
+def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None):
+    inv = os.path.join(REPO, "inventories", "spark8")
+    with open(os.path.join(inv, "hosts.yml"), encoding="utf-8") as handle:
+        hosts = yaml.safe_load(handle)["all"]["children"]["lane_nodes"]["hosts"]
+    group_vars = {}
+    for name in ("all/cluster.yml", "lane_nodes.yml"):
+        with open(os.path.join(inv, "group_vars", name), encoding="utf-8") as handle:
+            group_vars.update(yaml.safe_load(handle) or {})
+    group_vars["lanekit_image_digests"] = copy.deepcopy(FULL_DIGESTS)
+    group_vars.update(extra_vars or {})
+    result = []
+    for name, host_vars in hosts.items():
+        merged = dict(group_vars, **host_vars)
+        layers = []
+        if host_overrides and name in host_overrides:
+            layers.append((f"lane_overrides in the inventory (host {name})", host_overrides[name]))
+        if overrides is not None:
+            layers.append(("lane_overrides given with -e", overrides))
+        result.append({"name": name, "vars": merged, "layers": layers})
+    return result
+
+
+def plan(lane=VLLM, overrides=None, purpose="deploy", lint_skip=None, lanes_dir=LANES, images_dir=IMAGES, **kwargs):
+    return plan_lane(lanes_dir, images_dir, lane, spark8_hosts(overrides=overrides, **kwargs), lint_skip, purpose)
