@@ -52,7 +52,7 @@ lint: venv
 	$(BIN)/ansible-lint --profile production
 
 build: venv
-	$(BIN)/ansible-galaxy collection build --force --output-path .build
+	bash tests/check-collection.sh
 
 molecule: venv host-deps
 	bash tests/molecule-run.sh

@@ -184,7 +184,8 @@ class Journal:
                 rec = json.loads(raw.decode("utf-8"))
                 if not isinstance(rec, dict) or "path" not in rec:
                     raise ValueError("no path")
-                rec["size"] = int(rec["size"])
+                if not rec.get("drop"):
+                    rec["size"] = int(rec["size"])
             except (ValueError, KeyError, TypeError, UnicodeDecodeError):
                 self.torn_lines += 1
                 continue

@@ -584,15 +584,18 @@ class Stager:
     def run(self):
         self._validate()
         t0 = time.monotonic()
-        specs = self.source.list_files()
+        manifest_path = os.path.join(self.dest, MANIFEST_NAME)
+        old_manifest = load_manifest(manifest_path) if os.path.isdir(self.dest) else None
+        specs = self._specs_from_manifest(old_manifest)
+        self.listed_from = "manifest" if specs is not None else "source"
+        if specs is None:
+            specs = self.source.list_files()
         if self.source.kind == "local" and self.source.declared_revision and self.revision and \
                 self.source.declared_revision != self.revision:
             raise LanekitError(
                 "The local source %s is a manifest for revision %s but the lane pins %s."
                 % (self.source.path, self.source.declared_revision, self.revision))
         revision = self.revision or (self.source.declared_revision if self.source.kind == "local" else None)
-        manifest_path = os.path.join(self.dest, MANIFEST_NAME)
-        old_manifest = load_manifest(manifest_path) if os.path.isdir(self.dest) else None
         same = old_manifest is not None and old_manifest.get("revision") == revision
         self.journal.load()
         plans = plan_files(specs, self.dest, self.journal, old_manifest if same else None,
@@ -605,7 +608,7 @@ class Stager:
         to_hash = [p for p in plans if p.action == "hash"]
         result = {
             "path": self.dest, "revision": revision, "model_id": self.model_id,
-            "source": self.source.describe(), "files_total": len(specs),
+            "source": self.source.describe(), "listed_from": self.listed_from, "files_total": len(specs),
             "bytes_total": sum(s.size for s in specs), "extra_files": extras,
             "huggingface_hub_version": getattr(self.source, "library_version", None),
         }
@@ -628,6 +631,21 @@ class Stager:
         finally:
             self.journal.close()
             lock.release()
+
+    def _specs_from_manifest(self, old_manifest):
+        """A Hub commit is immutable: when the destination already holds a manifest of the same
+        repository, commit and patterns, plan from it without contacting the Hub (a re-run then
+        needs no network). Local sources are always listed (a directory can change)."""
+        if self.source.kind != "hf" or old_manifest is None:
+            return None
+        src = old_manifest.get("source") or {}
+        if old_manifest.get("revision") != self.revision or src.get("kind") != "hf":
+            return None
+        mine = self.source.describe()
+        for key in ("repo_id", "allow_patterns", "ignore_patterns"):
+            if src.get(key) != mine.get(key):
+                return None
+        return [FileSpec(f["path"], f["size"], sha256=f["sha256"], origin="hf") for f in old_manifest["files"]]
 
     def _check_result(self, result, plans, to_fetch, bad, old_manifest, same):
         would_fetch = sum(p.spec.size for p in to_fetch)

@@ -1,0 +1,335 @@
+# Copyright: lanekit developers
+# Apache-2.0
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""Run the docker CLI from a module: argv lists only, JSON parsing of ``inspect``, and the
+image pin helpers every image module shares.
+
+The modules talk to the engine through the ``docker`` CLI (``module.run_command`` with an argv
+list) rather than the Docker SDK, so a node needs nothing but docker itself. Every expected
+failure becomes a :class:`DockerError` (a :class:`LanekitError`) whose message is the sentence
+the user reads.
+
+The pin of an image is a key we control and that survives ``docker save``/``load``, ``push``/
+``pull`` and a change of image store: the content-hash label (what the image was built from)
+plus the digest of its layer list (``RootFS.Layers``, the uncompressed layer digests, which the
+graphdriver and the containerd image stores report alike). The local image ``Id`` is reported but
+never compared: it changes with the image store.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import time
+
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+LABEL_CONTENT_HASH = "io.lanekit.content-hash"
+LABEL_BASE_DIGEST = "io.lanekit.base-digest"
+LABEL_IMAGE = "io.lanekit.image"
+LABEL_PROBE = "io.lanekit.probe"
+
+# docker reports the engine architecture in Go's names; `uname -m` names appear in older outputs.
+_ARCH_ALIASES = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "arm64/v8": "arm64",
+}
+
+_NO_SUCH = ("no such image", "no such object", "not found", "no such container")
+
+
+class DockerError(LanekitError):
+    """A docker command failed; the message names the command, the host and docker's words."""
+
+
+def normalize_arch(value: str | None) -> str:
+    """``x86_64``/``amd64`` -> ``amd64``; ``aarch64``/``arm64`` -> ``arm64``; others unchanged."""
+    text = (value or "").strip().lower()
+    return _ARCH_ALIASES.get(text, text)
+
+
+def tail(text: str | bytes | None, lines: int = 12) -> str:
+    """The last ``lines`` non-empty lines of a command's output, for error sentences."""
+    if text is None:
+        return ""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+def rootfs_digest(inspect: dict | None) -> str:
+    """sha256 over the image's ordered layer digests (``RootFS.Layers``); '' when unknown."""
+    layers = ((inspect or {}).get("RootFS") or {}).get("Layers") or []
+    if not layers:
+        return ""
+    return "sha256:" + hashlib.sha256("\n".join(layers).encode("ascii")).hexdigest()
+
+
+def image_labels(inspect: dict | None) -> dict:
+    return dict(((inspect or {}).get("Config") or {}).get("Labels") or {})
+
+
+def image_pin(inspect: dict | None) -> dict:
+    """The pin a node reports for one image (empty values when the image is absent)."""
+    if not inspect:
+        return {"present": False, "content_hash": "", "rootfs": "", "image_id": "", "arch": "",
+                "repo_digests": [], "repo_tags": []}
+    labels = image_labels(inspect)
+    return {
+        "present": True,
+        "content_hash": labels.get(LABEL_CONTENT_HASH, ""),
+        "rootfs": rootfs_digest(inspect),
+        "image_id": inspect.get("Id", ""),
+        "arch": normalize_arch(inspect.get("Architecture")),
+        "repo_digests": sorted(inspect.get("RepoDigests") or []),
+        "repo_tags": sorted(inspect.get("RepoTags") or []),
+    }
+
+
+def pin_mismatch(pin: dict, content_hash: str, rootfs: str | None = None) -> str | None:
+    """Why ``pin`` is not the wanted image (a short phrase), or None when it is."""
+    if not pin.get("present"):
+        return "the image is not present"
+    if pin.get("content_hash") != content_hash:
+        found = pin.get("content_hash") or "no content-hash label"
+        return f"the tag points at another image (content hash {found[:12]}, wanted {content_hash[:12]})"
+    if rootfs and pin.get("rootfs") != rootfs:
+        return (f"the image has the right content hash but other layers (rootfs {pin.get('rootfs', '')[7:19]}, "
+                f"pinned {rootfs[7:19]}): it was rebuilt elsewhere")
+    return None
+
+
+def registry_digest_for(repo_digests: list, repository: str) -> str:
+    """The ``sha256:...`` digest recorded for ``repository`` in ``RepoDigests``, or ''."""
+    for item in repo_digests or []:
+        name, _, digest = item.partition("@")
+        if name == repository and digest:
+            return digest
+    return ""
+
+
+def split_repository(ref: str) -> str:
+    """``host:5000/a/b:tag`` -> ``host:5000/a/b``; ``a/b@sha256:..`` -> ``a/b``."""
+    name = ref.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > slash:
+        name = name[:colon]
+    return name
+
+
+class DockerCLI:
+    """The docker CLI on the host a module runs on."""
+
+    def __init__(self, module, docker_cli: str | None = None, env: dict | None = None) -> None:
+        self.module = module
+        self.host = socket.gethostname()
+        binary = docker_cli or module.get_bin_path("docker", required=False)
+        if not binary or not os.path.exists(binary):
+            raise DockerError(
+                f"the docker CLI was not found on {self.host} ({docker_cli or 'docker not on PATH'}); "
+                f"install docker there or set docker_cli to its path."
+            )
+        self.binary = binary
+        self.env = dict(env or {})
+        self.commands: list[list[str]] = []
+
+    def argv(self, args: list[str]) -> list[str]:
+        return [self.binary] + [str(arg) for arg in args]
+
+    def run(self, args: list[str], *, data: str | None = None, check: bool = True,
+            what: str | None = None, record: bool = True) -> tuple[int, str, str]:
+        """Run ``docker <args>``; raise DockerError (with docker's last words) if it fails."""
+        argv = self.argv(args)
+        if record:
+            self.commands.append(argv)
+        rc, out, err = self.module.run_command(argv, data=data, environ_update=self.env or None,
+                                               check_rc=False)
+        if check and rc != 0:
+            raise DockerError(
+                f"{what or 'docker ' + ' '.join(str(a) for a in args[:2])} failed on {self.host} "
+                f"(exit {rc}): {tail(err) or tail(out) or 'no output'}"
+            )
+        return rc, out, err
+
+    def popen(self, args: list[str], **kwargs) -> subprocess.Popen:
+        """Start ``docker <args>`` as a child process (argv, no shell) for streaming."""
+        argv = self.argv(args)
+        self.commands.append(argv)
+        env = dict(os.environ)
+        env.update(self.env)
+        return subprocess.Popen(argv, env=env, **kwargs)  # noqa: S603 - argv list, no shell
+
+    def _inspect(self, kind: str, ref: str) -> dict | None:
+        rc, out, err = self.run([kind, "inspect", ref], check=False, record=False)
+        if rc != 0:
+            if any(marker in (err or "").lower() for marker in _NO_SUCH):
+                return None
+            raise DockerError(f"docker {kind} inspect {ref} failed on {self.host} (exit {rc}): {tail(err) or tail(out)}")
+        try:
+            data = json.loads(out)
+        except ValueError:
+            raise DockerError(f"docker {kind} inspect {ref} on {self.host} printed something that is not JSON: {tail(out, 3)}") from None
+        if not isinstance(data, list) or not data:
+            return None
+        return data[0]
+
+    def inspect_image(self, ref: str) -> dict | None:
+        """``docker image inspect`` as a dict, or None when there is no such image."""
+        return self._inspect("image", ref)
+
+    def inspect_container(self, name: str) -> dict | None:
+        return self._inspect("container", name)
+
+    def images_with_label(self, key: str, value: str) -> list[str]:
+        """Ids of the local images labelled ``key=value``."""
+        _, out, _ = self.run(["image", "ls", "--no-trunc", "--quiet", "--filter", f"label={key}={value}"],
+                             record=False, what="listing images")
+        return sorted({line.strip() for line in out.splitlines() if line.strip()})
+
+    def server_arch(self) -> str:
+        """The engine's architecture in Go names (``amd64``, ``arm64``)."""
+        _, out, _ = self.run(["version", "--format", "{{json .Server}}"], record=False,
+                             what="asking the docker engine for its version")
+        try:
+            server = json.loads(out) or {}
+        except ValueError:
+            server = {}
+        arch = normalize_arch(server.get("Arch"))
+        if not arch:
+            raise DockerError(f"the docker engine on {self.host} did not report its architecture ({tail(out, 2)}).")
+        return arch
+
+    def tag(self, source: str, target: str) -> None:
+        self.run(["image", "tag", source, target], what=f"docker tag {source} {target}")
+
+    def pull(self, ref: str) -> str:
+        _, out, _ = self.run(["image", "pull", ref], what=f"docker pull {ref}")
+        return out
+
+    def push(self, ref: str) -> str:
+        _, out, _ = self.run(["image", "push", ref], what=f"docker push {ref}")
+        return out
+
+    def probe_exec(self, ref: str, command: list[str], timeout: float, interval: float = 2.0,
+                   label: str = "", sleep=time.sleep, clock=time.monotonic) -> dict:
+        """Prove the engine can start a container from ``ref``: run a throwaway container with the
+        entrypoint overridden until it exits 0, for at most ``timeout`` seconds.
+
+        Right after ``docker load`` an image store may still be unpacking layers, and the first
+        ``docker run`` then fails with a missing file; retrying until a trivial command runs is
+        the readiness proof. Nothing is left behind (``--rm``), nothing else is touched.
+        """
+        args = ["run", "--rm", "--pull", "never", "--network", "none", "--log-driver", "none"]
+        if label:
+            args += ["--label", f"{LABEL_PROBE}={label}"]
+        args += ["--entrypoint", command[0], ref] + list(command[1:])
+        start = clock()
+        attempts = 0
+        last = ""
+        while True:
+            attempts += 1
+            rc, out, err = self.run(args, check=False, record=attempts == 1)
+            if rc == 0:
+                return {"ready": True, "attempts": attempts, "seconds": round(clock() - start, 2)}
+            last = tail(err, 4) or tail(out, 4) or f"exit {rc}"
+            if clock() - start + interval > timeout:
+                break
+            sleep(interval)
+        raise DockerError(
+            f"{self.host} cannot run {ref}: a throwaway container ({' '.join(command)}, entrypoint overridden) "
+            f"still failed after {attempts} attempts in {round(clock() - start)} s: {last}. "
+            f"The image may be incompletely unpacked or damaged; remove it there (docker image rm {ref}) and re-run."
+        )
+
+
+# --- Streaming an image node to node (``docker save`` on the source, ``docker load`` on the target)
+# The source (module image_serve) spools one ``docker save`` to a file on its own disk and serves it
+# to every target that presents the run's token; targets (module image_distribute, method stream)
+# feed the stream straight into ``docker load``. Nothing passes through the controller.
+#
+# Protocol over one TCP connection:
+#   target -> source  one JSON line: {"token", "content_hash", "client"}
+#   source -> target  one JSON line: {"ok": true, "ref", "content_hash"} or {"ok": false, "error"}
+#   source -> target  frames: 8-byte big-endian length + that many bytes of the tar stream, ...,
+#                     then a zero length and 8 bytes with the total; a stream that ends without
+#                     the zero frame is incomplete (the source failed) and must not be loaded
+#   target -> source  one JSON line: {"loaded": true|false, "error": "..."}
+
+STREAM_MAGIC = "lanekit-image-stream/1"
+FRAME_HEADER = 8
+MAX_LINE = 64 * 1024
+
+
+class StreamError(LanekitError):
+    """The image stream between two nodes failed."""
+
+
+def send_line(sock, payload: dict) -> None:
+    sock.sendall(json.dumps(payload, sort_keys=True).encode("utf-8") + b"\n")
+
+
+def recv_line(sock, limit: int = MAX_LINE) -> dict:
+    """Read one JSON line byte by byte (short control messages only)."""
+    data = bytearray()
+    while True:
+        chunk = sock.recv(1)
+        if not chunk:
+            raise StreamError("the peer closed the connection before a complete message")
+        if chunk == b"\n":
+            break
+        data += chunk
+        if len(data) > limit:
+            raise StreamError("the peer sent an over-long message")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except ValueError:
+        raise StreamError("the peer sent something that is not a lanekit stream message") from None
+    if not isinstance(value, dict):
+        raise StreamError("the peer sent something that is not a lanekit stream message")
+    return value
+
+
+def recv_exact(sock, count: int) -> bytes:
+    data = bytearray()
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise StreamError(f"the stream ended {count - len(data)} bytes early")
+        data += chunk
+    return bytes(data)
+
+
+def frame_header(length: int) -> bytes:
+    return int(length).to_bytes(FRAME_HEADER, "big")
+
+
+def copy_frames(sock, write, buffer_size: int = 1 << 20) -> int:
+    """Copy framed stream data from ``sock`` to ``write(memoryview)`` until the end frame.
+
+    Returns the byte count; raises StreamError if the stream is incomplete or inconsistent.
+    """
+    buf = bytearray(buffer_size)
+    view = memoryview(buf)
+    total = 0
+    while True:
+        length = int.from_bytes(recv_exact(sock, FRAME_HEADER), "big")
+        if length == 0:
+            announced = int.from_bytes(recv_exact(sock, FRAME_HEADER), "big")
+            if announced != total:
+                raise StreamError(f"the stream carried {total} bytes but the source announced {announced}")
+            return total
+        remaining = length
+        while remaining:
+            got = sock.recv_into(view, min(buffer_size, remaining))
+            if not got:
+                raise StreamError(f"the stream ended after {total} bytes, before its end marker (the source failed)")
+            write(view[:got])
+            remaining -= got
+            total += got

@@ -1,0 +1,390 @@
+# Copyright: lanekit developers
+# Apache-2.0
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""Lint rules: the bring-up report's boot ledger, checked before anything boots.
+
+Each rule has an id, a severity (``error`` stops the plan, ``warning`` is printed) and a message
+that says what would go wrong on hardware and the fix. Rules read a LintContext: the validated
+lane, its hardware profile, the resolved image and the inventory hosts. They never touch a host.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _kvbudget
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import sm_major
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass
+class LintContext:
+    lane: dict
+    profile: dict
+    image: dict | None = None
+    hosts: list = field(default_factory=list)
+    node_ranks: dict = field(default_factory=dict)  # host -> explicit node_rank host var, if any
+    purpose: str = "plan"  # plan | deploy
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"id": self.rule, "severity": self.severity, "message": self.message}
+
+
+RULES: list = []
+
+
+def rule(rule_id: str, severity: str, summary: str):
+    def register(func):
+        func.rule_id = rule_id
+        func.severity = severity
+        func.summary = summary
+        RULES.append(func)
+        return func
+    return register
+
+
+def _args(ctx: LintContext) -> dict:
+    return {k: v for k, v in ctx.lane["serve"]["args"].items() if v is not None and v is not False}
+
+
+def _env(ctx: LintContext) -> dict:
+    return effective_env(ctx.lane)
+
+
+def _is_sm12x(ctx: LintContext) -> bool:
+    return sm_major(ctx.profile) == 12
+
+
+def _num(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# --- the rules ----------------------------------------------------------------------------
+
+@rule("explicit-entrypoint", ERROR, "the container command leads with the program")
+def explicit_entrypoint(ctx):
+    entry = ctx.lane["serve"].get("entrypoint") or []
+    model = ctx.lane["model"]["id"]
+    if not entry:
+        yield (
+            f"serve.entrypoint is not set: the rank container would run the image's entrypoint with the model as "
+            f"its first word, and a launcher that takes --entrypoint from the command's first word composes "
+            f"'--entrypoint {model}' (the latent launcher bug of the report). Set serve.entrypoint to the program, "
+            f"e.g. [vllm, serve] or [/opt/nvidia/nvidia_entrypoint.sh, sglang, serve]."
+        )
+        return
+    first = entry[0]
+    if first == model or ("/" in first and not first.startswith("/")):
+        yield (
+            f"serve.entrypoint starts with {first!r}, which looks like a model id, not a program: docker would run "
+            f"'--entrypoint {first}' and fail. Lead serve.entrypoint with the program (e.g. vllm)."
+        )
+
+
+@rule("no-rm", ERROR, "rank containers keep their logs")
+def no_rm(ctx):
+    bad = [a for a in ctx.lane["serve"].get("docker_args") or [] if a == "--rm" or a.startswith("--rm=")]
+    if bad:
+        yield (
+            "serve.docker_args contains --rm: a rank that dies would take its logs with it (boot 2 of the report "
+            "lost the head's logs this way). Remove --rm; teardown-lane.yml archives logs and removes containers "
+            "when asked."
+        )
+
+
+@rule("sm12x-dsa-attention", ERROR, "DSA models on SM12x need the DSA attention backend (SGLang)")
+def sm12x_dsa_attention(ctx):
+    if ctx.lane["engine"] != "sglang" or not _is_sm12x(ctx) or ctx.lane["model"].get("attention") != "dsa_mla":
+        return
+    backend = _args(ctx).get("--attention-backend")
+    if backend != "dsa":
+        yield (
+            f"--attention-backend is {backend or 'unset'}: on {ctx.profile['gpu_name']} (sm_"
+            f"{ctx.profile['compute_capability'].replace('.', '')}) SGLang's default FlashInfer MLA route autotunes "
+            f"'trtllm fmha', which is sm100-only and crashes after the weights load ('Unsupported architecture', "
+            f"boot 3). Set --attention-backend: dsa."
+        )
+
+
+@rule("flashinfer-sparse-mla-glm-only", ERROR, "flashinfer_sparse_mla is GLM-DSA only")
+def flashinfer_sparse_mla(ctx):
+    arch = ctx.lane["model"].get("arch") or ""
+    if arch.startswith("glm"):
+        return
+    for flag in ("--attention-backend", "--dsa-prefill-backend", "--dsa-decode-backend"):
+        if _args(ctx).get(flag) == "flashinfer_sparse_mla":
+            yield (
+                f"{flag} is flashinfer_sparse_mla, which SGLang's validator accepts only for GLM-DSA models; "
+                f"model.arch is {arch or 'unset'}, so the backend init would refuse after an 80-minute load (boot 5). "
+                f"Use --attention-backend dsa with tilelang DSA backends."
+            )
+
+
+@rule("nvfp4-moe-runner", ERROR, "NVFP4 MoE on SM120/121 needs flashinfer_cutlass (SGLang)")
+def nvfp4_moe_runner(ctx):
+    model = ctx.lane["model"]
+    if ctx.lane["engine"] != "sglang" or not _is_sm12x(ctx) or not model.get("moe"):
+        return
+    if (model.get("quantization") or "").lower() != "nvfp4":
+        return
+    runner = _args(ctx).get("--moe-runner-backend")
+    if runner != "flashinfer_cutlass":
+        yield (
+            f"--moe-runner-backend is {runner or 'unset (auto)'}: for a checkpoint-quantized NVFP4 MoE the auto rule "
+            f"picks the TensorRT-LLM runner on SM12x, which crashes in the first warmup forward with "
+            f"\"'FusedMoE' object has no attribute 'g1_scale_c'\" (boot 6). Set --moe-runner-backend: flashinfer_cutlass."
+        )
+
+
+@rule("fp8-kv-dsa-tilelang", ERROR, "an FP8 KV cache with DSA needs both DSA backends on tilelang (SGLang)")
+def fp8_kv_dsa_tilelang(ctx):
+    args = _args(ctx)
+    if ctx.lane["engine"] != "sglang" or args.get("--attention-backend") != "dsa":
+        return
+    if not str(args.get("--kv-cache-dtype", "")).startswith("fp8"):
+        return
+    prefill, decode = args.get("--dsa-prefill-backend"), args.get("--dsa-decode-backend")
+    if prefill != "tilelang" or decode != "tilelang":
+        yield (
+            f"--kv-cache-dtype {args['--kv-cache-dtype']} with the DSA backend needs --dsa-prefill-backend and "
+            f"--dsa-decode-backend both tilelang (found {prefill or 'unset'} / {decode or 'unset'}): their KV layouts "
+            f"cannot be mixed. Set both to tilelang."
+        )
+
+
+@rule("mistral-tokenizer", ERROR, "a checkpoint without config.json needs the Mistral tokenizer and formats")
+def mistral_tokenizer(ctx):
+    if ctx.lane["model"].get("layout") != "mistral_consolidated":
+        return
+    args = _args(ctx)
+    needed = {"--tokenizer-mode": "mistral"}
+    if ctx.lane["engine"] == "vllm":
+        needed.update({"--config-format": "mistral", "--load-format": "mistral"})
+    wrong = {flag: args.get(flag) for flag, value in needed.items() if args.get(flag) != value}
+    if wrong:
+        listing = ", ".join(f"{flag} {value or 'unset'}" for flag, value in wrong.items())
+        fix = ", ".join(f"{flag}: {value}" for flag, value in needed.items() if flag in wrong)
+        yield (
+            f"the checkpoint is in Mistral's consolidated layout (no config.json) but {listing}: AutoTokenizer falls "
+            f"back to AutoConfig and dies (\"couldn't find them in the cached files\"). Set {fix}."
+        )
+
+
+@rule("barrier-timeout", ERROR, "the post-load barrier outlasts the slowest rank's load, via the baked patch")
+def barrier_timeout(ctx):
+    lane = ctx.lane
+    if lane["engine"] != "sglang" or lane["topology"]["nodes"] < 2:
+        return
+    expected = lane["boot"]["expected_load_s"]
+    value = _num(_env(ctx).get("SGLANG_UNBALANCED_LOAD_TIMEOUT_S"))
+    if value is None or value < expected:
+        yield (
+            f"SGLANG_UNBALANCED_LOAD_TIMEOUT_S is {int(value) if value is not None else 'unset (480 s stock)'}, shorter "
+            f"than the expected load of {expected} s (boot.expected_load_s): when one rank crawls, the post-load "
+            f"monitored_barrier kills the ranks that finished (boot 4). Set it to at least {expected} in serve.env."
+        )
+    patches = [p["file"] for p in (ctx.image or {}).get("patches", [])]
+    if ctx.image is not None and not any("patch_barrier_timeout" in p for p in patches):
+        yield (
+            f"image {ctx.image['name']} does not bake patch_barrier_timeout.py: stock SGLang hard-codes the 480 s "
+            f"barrier and ignores SGLANG_UNBALANCED_LOAD_TIMEOUT_S. Add the patch to images/{ctx.image['name']}/image.yml."
+        )
+
+
+@rule("watchdog-covers-warmup", ERROR, "SGLang's watchdog covers the warmup phase")
+def watchdog_covers_warmup(ctx):
+    if ctx.lane["engine"] != "sglang":
+        return
+    warmup = ctx.lane["boot"]["expected_warmup_s"]
+    value = _num(_args(ctx).get("--watchdog-timeout", 300))
+    if value is None or value < warmup:
+        yield (
+            f"--watchdog-timeout is {value if value is not None else 'not a number'} s, shorter than the expected warmup "
+            f"of {warmup} s (boot.expected_warmup_s: autotune and JIT forwards on sm_121): the watchdog would kill the "
+            f"server mid-warmup. Set --watchdog-timeout to at least {warmup}."
+        )
+
+
+@rule("engine-ready-timeout", ERROR, "vLLM's engine-ready timeout covers load and warmup")
+def engine_ready_timeout(ctx):
+    if ctx.lane["engine"] != "vllm":
+        return
+    boot = ctx.lane["boot"]
+    need = boot["expected_load_s"] + boot["expected_warmup_s"]
+    value = _num(_env(ctx).get("VLLM_ENGINE_READY_TIMEOUT_S", 600))
+    if value is None or value < need:
+        yield (
+            f"VLLM_ENGINE_READY_TIMEOUT_S is {value} s but loading and warmup are expected to take {need} s "
+            f"(boot.expected_load_s + boot.expected_warmup_s): the API server would give up on the engine mid-load. "
+            f"Set it to at least {need} in serve.env."
+        )
+
+
+@rule("boot-budget", ERROR, "the collection's own wait covers the expected boot")
+def boot_budget(ctx):
+    boot = ctx.lane["boot"]
+    need = boot["expected_load_s"] + boot["expected_warmup_s"]
+    if boot["budget_s"] < need:
+        yield (
+            f"boot.budget_s is {boot['budget_s']} s, shorter than the expected load plus warmup ({need} s): the wait "
+            f"would give up on a healthy boot. Raise boot.budget_s to at least {need}."
+        )
+    if boot["stall_s"] >= boot["budget_s"]:
+        yield (
+            f"boot.stall_s ({boot['stall_s']} s) is not shorter than boot.budget_s ({boot['budget_s']} s), so stall "
+            f"detection can never fire before the budget. Lower boot.stall_s."
+        )
+
+
+@rule("cuda-graph-sizes", WARNING, "explicit CUDA-graph capture sizes cost graph memory")
+def cuda_graph_sizes(ctx):
+    args = _args(ctx)
+    explicit = "--cuda-graph-sizes" in args
+    config = args.get("--compilation-config")
+    if isinstance(config, dict) and ("cudagraph_capture_sizes" in config or "cuda_graph_sizes" in config):
+        explicit = True
+    if explicit:
+        yield (
+            "explicit CUDA-graph capture sizes are set: in the report 29 exact sizes ate +3.6 GiB of graph memory, "
+            "which comes out of the KV budget. Prefer the automatic sizes (remove --cuda-graph-sizes)."
+        )
+
+
+_DROP_RE = re.compile(r"drop.caches|vm\.drop|echo\s+[123]\s*>\s*/proc/sys/vm", re.IGNORECASE)
+
+
+@rule("no-cache-drop", ERROR, "nothing drops the page cache during a load")
+def no_cache_drop(ctx):
+    serve = ctx.lane["serve"]
+    texts = [str(v) for v in serve["args"].values()] + [f"{k}={v}" for k, v in serve["env"].items()]
+    texts += list(serve.get("docker_args") or [])
+    hits = [t for t in texts if _DROP_RE.search(t)]
+    if hits:
+        yield (
+            f"the lane drops the page cache ({hits[0]!r}): on GB10 a mid-load drop forced a cold NFS re-read of 71 GB "
+            f"and rank 0's load went from 40 minutes to 3.5 hours (boot 4). Remove it; the cache role warms within "
+            f"the memory budget instead."
+        )
+
+
+@rule("topology", ERROR, "world size, node count and node ranks agree")
+def topology(ctx):
+    topo = ctx.lane["topology"]
+    world = topo["tensor_parallel"] * topo["pipeline_parallel"] * topo["data_parallel"]
+    if world % topo["nodes"]:
+        yield (
+            f"the world size tensor_parallel x pipeline_parallel x data_parallel = {world} is not divisible by "
+            f"topology.nodes = {topo['nodes']}; every node must run the same number of ranks. Fix topology."
+        )
+    elif world != topo["nodes"] * topo["gpus_per_node"]:
+        yield (
+            f"the world size {world} does not match topology.nodes x gpus_per_node = "
+            f"{topo['nodes'] * topo['gpus_per_node']}; some GPUs would idle or be oversubscribed. Fix topology."
+        )
+    if ctx.profile.get("gpus_per_node") and topo["gpus_per_node"] > ctx.profile["gpus_per_node"]:
+        yield (
+            f"topology.gpus_per_node is {topo['gpus_per_node']} but a {ctx.profile['display_name']} has "
+            f"{ctx.profile['gpus_per_node']}. Fix topology.gpus_per_node or the hardware profile."
+        )
+    if ctx.hosts and len(ctx.hosts) != topo["nodes"]:
+        yield (
+            f"the inventory group lane_nodes has {len(ctx.hosts)} hosts ({', '.join(ctx.hosts)}) but the lane needs "
+            f"topology.nodes = {topo['nodes']}. Add or remove hosts, or use a lane for this many nodes."
+        )
+    if ctx.node_ranks:
+        ranks = sorted(ctx.node_ranks.values())
+        if ranks != list(range(len(ctx.hosts))):
+            pairs = ", ".join(f"{h}={r}" for h, r in sorted(ctx.node_ranks.items(), key=lambda i: str(i[1])))
+            yield (
+                f"the node_rank host variables ({pairs}) are not unique and complete 0..{len(ctx.hosts) - 1}; "
+                f"two ranks with one number hang the rendezvous. Fix node_rank, or remove it to use inventory order."
+            )
+
+
+@rule("image-pin", ERROR, "the image base is pinned by a full digest")
+def image_pin(ctx):
+    if ctx.image is not None and not ctx.image["pinned"]:
+        yield ctx.image["pin_problem"]
+
+
+@rule("kv-budget", ERROR, "one request of the maximum length fits the KV budget")
+def kv_budget(ctx):
+    result = kv_assessment(ctx.lane, ctx.profile)
+    if result is None:
+        return
+    flag = _fraction_flag(ctx.lane["engine"])
+    if not result["fits"] or not result["admitted"]:
+        yield _kvbudget.explain(result, flag)
+
+
+@rule("kv-budget-unchecked", WARNING, "the lane states the figures the KV budget check needs")
+def kv_budget_unchecked(ctx):
+    lane = ctx.lane
+    flag = _fraction_flag(lane["engine"])
+    if not lane.get("memory"):
+        yield (
+            f"the lane has no memory section (weights_per_rank_gib, graph_reserve_gib, kv_bytes_per_token), so the KV "
+            f"budget is not checked before boot; a too-small budget would surface only after the weights load."
+        )
+    elif _args(ctx).get(flag) is None:
+        yield f"{flag} is not set, so the engine picks the memory fraction itself and the KV budget is not checked."
+
+
+def _fraction_flag(engine: str) -> str:
+    return "--gpu-memory-utilization" if engine == "vllm" else "--mem-fraction-static"
+
+
+def _max_len_flag(engine: str) -> str:
+    return "--max-model-len" if engine == "vllm" else "--context-length"
+
+
+def kv_assessment(lane: dict, profile: dict) -> dict | None:
+    """The KV budget of the lane, or None when the lane lacks the figures."""
+    memory = lane.get("memory")
+    args = {k: v for k, v in lane["serve"]["args"].items() if v is not None}
+    fraction = _num(args.get(_fraction_flag(lane["engine"])))
+    max_len = _num(args.get(_max_len_flag(lane["engine"])))
+    if not memory or fraction is None or max_len is None:
+        return None
+    return _kvbudget.assess(
+        fraction=fraction,
+        max_model_len=int(max_len),
+        kv_bytes_per_token=memory["kv_bytes_per_token"],
+        device_memory_gib=profile["device_memory_gib"],
+        weights_gib=memory["weights_per_rank_gib"],
+        graph_reserve_gib=memory["graph_reserve_gib"],
+        admission_free_gib=profile.get("admission_free_gib"),
+        block_tokens=memory.get("kv_block_tokens", 64),
+    )
+
+
+def run(ctx: LintContext, skip: list[str] | None = None) -> dict:
+    """Run every rule; return {'errors', 'warnings', 'skipped'} as lists of dicts."""
+    skip = [s.strip() for s in (skip or []) if s and s.strip()]
+    known = {r.rule_id for r in RULES}
+    unknown = [s for s in skip if s not in known]
+    errors, warnings = [], []
+    for func in RULES:
+        if func.rule_id in skip:
+            continue
+        severity = func.severity
+        if func.rule_id == "image-pin" and ctx.purpose == "plan":
+            # Planning shows what a deploy would run; only a build or deploy needs the real pin.
+            severity = WARNING
+        for message in func(ctx):
+            finding = Finding(func.rule_id, severity, message).as_dict()
+            (errors if severity == ERROR else warnings).append(finding)
+    return {"errors": errors, "warnings": warnings, "skipped": [s for s in skip if s in known], "unknown_skips": unknown}

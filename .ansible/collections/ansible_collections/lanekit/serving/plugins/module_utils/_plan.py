@@ -1,0 +1,345 @@
+# Copyright: lanekit developers
+# Apache-2.0
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The per-rank plan: one container spec per rank, rendered from a validated lane.
+
+Pure: the controller renders the plan from the lane, the hardware profile, the resolved image
+and the inventory's host variables, without contacting any host. Every rank gets a distinct
+argv (its node rank); replaying one rank's command on every node hangs the rendezvous.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _lint
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
+from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, load_lane, render_args
+
+CONTAINER_PREFIX = "lanekit-"
+LABEL = "io.lanekit"
+
+# Flags the plan owns: they follow from topology, the inventory and the boot budget, so a lane
+# that also sets them would contradict itself. Each maps to the lane key to use instead.
+PLAN_OWNED = {
+    "vllm": {
+        "--tensor-parallel-size": "topology.tensor_parallel", "-tp": "topology.tensor_parallel",
+        "--pipeline-parallel-size": "topology.pipeline_parallel", "-pp": "topology.pipeline_parallel",
+        "--nnodes": "topology.nodes", "--node-rank": "the inventory order of lane_nodes",
+        "--master-addr": "the head host's fabric_ip", "--master-port": "serve.rendezvous_port",
+        "--headless": "the plan (ranks above 0)", "--host": "the plan", "--port": "serve.port",
+        "--served-model-name": "model.served_name",
+    },
+    "sglang": {
+        "--tp": "topology.tensor_parallel", "--tp-size": "topology.tensor_parallel",
+        "--tensor-parallel-size": "topology.tensor_parallel", "--pp-size": "topology.pipeline_parallel",
+        "--nnodes": "topology.nodes", "--node-rank": "the inventory order of lane_nodes",
+        "--dist-init-addr": "the head host's fabric_ip and serve.rendezvous_port", "--host": "the plan",
+        "--port": "serve.port", "--model-path": "model.dir under lanekit_weights_root",
+        "--served-model-name": "model.served_name",
+    },
+}
+
+
+def check_plan_owned(lane: dict) -> None:
+    owned = PLAN_OWNED[lane["engine"]]
+    for flag in lane["serve"]["args"]:
+        if flag in owned and lane["serve"]["args"][flag] not in (None, False):
+            raise LanekitError(
+                f"{lane['_source']}: key 'serve.args.{flag}' is set, but the plan renders {flag} from {owned[flag]}; "
+                f"remove it from serve.args (or set it to null in an override layer)."
+            )
+
+
+def order_hosts(hosts: list[dict], head: str | None) -> list[dict]:
+    """Rank order: explicit node_rank host vars, else the head first and the group order after."""
+    if any(h.get("node_rank") is not None for h in hosts):
+        return sorted(hosts, key=lambda h: (h.get("node_rank") is None, h.get("node_rank") or 0))
+    if head:
+        names = [h["name"] for h in hosts]
+        if head not in names:
+            raise LanekitError(
+                f"lanekit_head_host is {head!r}, which is not in the inventory group lane_nodes "
+                f"({', '.join(names)}). Set it to one of those hosts or remove it."
+            )
+        return [h for h in hosts if h["name"] == head] + [h for h in hosts if h["name"] != head]
+    return list(hosts)
+
+
+def _str_env(env: dict) -> dict:
+    out = {}
+    for key, value in env.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        out[key] = str(value)
+    return out
+
+
+def _fabric_env(engine: str, host: dict) -> dict:
+    env = {}
+    ip = host.get("fabric_ip")
+    if not ip:
+        raise LanekitError(
+            f"host {host['name']} has no fabric_ip: every rank advertises its fabric address to its peers "
+            f"(VLLM_HOST_IP / SGLANG_HOST_IP). Set fabric_ip in the inventory's host_vars for {host['name']}."
+        )
+    env["VLLM_HOST_IP" if engine == "vllm" else "SGLANG_HOST_IP"] = ip
+    if host.get("fabric_ifname"):
+        env["NCCL_SOCKET_IFNAME"] = host["fabric_ifname"]
+        env["GLOO_SOCKET_IFNAME"] = host["fabric_ifname"]
+    if host.get("ib_hca"):
+        env["NCCL_IB_HCA"] = host["ib_hca"]
+    if host.get("ucx_net_devices"):
+        env["UCX_NET_DEVICES"] = host["ucx_net_devices"]
+    return env
+
+
+def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: str) -> list[str]:
+    serve, topo, boot = lane["serve"], lane["topology"], lane["boot"]
+    args = dict(serve["args"])
+    if lane["engine"] == "vllm":
+        argv = [model_path, "--served-model-name", lane["model"]["served_name"]]
+        if rank == 0:
+            argv += ["--host", "0.0.0.0", "--port", str(serve["port"])]
+        args.setdefault("--distributed-timeout-seconds", boot["budget_s"])
+        argv += render_args(args)
+        argv += ["--tensor-parallel-size", str(topo["tensor_parallel"])]
+        if topo["pipeline_parallel"] > 1:
+            argv += ["--pipeline-parallel-size", str(topo["pipeline_parallel"])]
+        if nnodes > 1:
+            argv += ["--nnodes", str(nnodes), "--node-rank", str(rank),
+                     "--master-addr", head_ip, "--master-port", str(serve["rendezvous_port"])]
+            if rank > 0:
+                argv.append("--headless")
+        return argv
+    # SGLang: every rank gets --host 0.0.0.0 (workers serve their health endpoint there).
+    argv = ["--model-path", model_path, "--served-model-name", lane["model"]["served_name"],
+            "--host", "0.0.0.0", "--port", str(serve["port"])]
+    args.setdefault("--dist-timeout", boot["budget_s"])
+    argv += render_args(args)
+    argv += ["--tp", str(topo["tensor_parallel"])]
+    if topo["pipeline_parallel"] > 1:
+        argv += ["--pp-size", str(topo["pipeline_parallel"])]
+    if topo["data_parallel"] > 1:
+        argv += ["--dp-size", str(topo["data_parallel"])]
+    if nnodes > 1:
+        argv += ["--nnodes", str(nnodes), "--node-rank", str(rank),
+                 "--dist-init-addr", f"{head_ip}:{serve['rendezvous_port']}"]
+    return argv
+
+
+def docker_run_argv(spec: dict) -> list[str]:
+    """The exact ``docker run`` a person could paste to start this rank by hand."""
+    argv = ["docker", "run", "-d", "--name", spec["container_name"], "--restart", "no",
+            "--network", spec["network_mode"], "--ipc", spec["ipc_mode"]]
+    if spec["gpus"]:
+        argv += ["--gpus", spec["gpus"]]
+    for device in spec["devices"]:
+        argv += ["--device", device]
+    for cap in spec["cap_add"]:
+        argv += ["--cap-add", cap]
+    for ulimit in spec["ulimits"]:
+        argv += ["--ulimit", ulimit]
+    if spec["shm_size"]:
+        argv += ["--shm-size", spec["shm_size"]]
+    for mount in spec["mounts"]:
+        argv += ["-v", f"{mount['source']}:{mount['target']}" + (":ro" if mount["read_only"] else "")]
+    for key in sorted(spec["env"]):
+        argv += ["-e", f"{key}={spec['env'][key]}"]
+    for key in sorted(spec["labels"]):
+        argv += ["--label", f"{key}={spec['labels'][key]}"]
+    argv += list(spec["extra_docker_args"])
+    argv += ["--entrypoint", spec["entrypoint"][0], spec["image"]]
+    return argv + list(spec["entrypoint"][1:]) + list(spec["command"])
+
+
+def _hash(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: dict, rank_lanes: dict | None = None) -> dict:
+    """Render the plan.
+
+    ``hosts``: [{name, fabric_ip, fabric_ifname?, ib_hca?, ucx_net_devices?, node_rank?}] from lane_nodes.
+    ``cluster``: {weights_root, rank_gpus, rank_devices, rank_cap_add, rank_ulimits, rank_shm_size, head_host}.
+    ``rank_lanes``: per-host lanes when host_vars carry their own lane_overrides (serve.args/env only).
+    """
+    check_plan_owned(lane)
+    weights_root = cluster.get("weights_root")
+    if not weights_root or not str(weights_root).startswith("/"):
+        raise LanekitError(
+            f"lanekit_weights_root is {weights_root!r}; set it in the inventory to the absolute path where the NFS "
+            f"export of the weights is mounted on every node (e.g. /mnt/nfs/models)."
+        )
+    ordered = order_hosts(hosts, cluster.get("head_host"))
+    nnodes = len(ordered)
+    head = ordered[0]
+    head_ip = head.get("fabric_ip") or ""
+    model_path = posixpath.join(weights_root, lane["model"]["dir"])
+    entry = list(lane["serve"].get("entrypoint") or image.get("entrypoint") or [])
+    ranks = []
+    for rank, host in enumerate(ordered):
+        rlane = (rank_lanes or {}).get(host["name"], lane)
+        env = {}
+        env.update(profile.get("env", {}))
+        env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
+        env.update(effective_env(rlane))
+        env.update(_fabric_env(lane["engine"], host))
+        # Ranks read the staged weights only; a rank reaching for the Hub mid-boot is a bug.
+        env["HF_HUB_OFFLINE"] = "1"
+        env = _str_env(env)
+        command = entry[1:] + _engine_argv(rlane, model_path, rank, nnodes, head_ip)
+        spec = {
+            "host": host["name"],
+            "node_rank": rank,
+            "role": "head" if rank == 0 else "worker",
+            "container_name": f"{CONTAINER_PREFIX}{lane['lane']}-r{rank}",
+            "image": image["ref"],
+            "entrypoint": entry[:1],
+            "command": command,
+            "env": env,
+            "mounts": [{"source": weights_root, "target": weights_root, "read_only": True}],
+            "network_mode": "host",
+            "ipc_mode": "host",
+            "gpus": cluster.get("rank_gpus") or "",
+            "devices": list(cluster.get("rank_devices") or []),
+            "cap_add": list(cluster.get("rank_cap_add") or []),
+            "ulimits": list(cluster.get("rank_ulimits") or []),
+            "shm_size": cluster.get("rank_shm_size") or "",
+            "extra_docker_args": list(rlane["serve"].get("docker_args") or []),
+            "fabric_ip": host.get("fabric_ip"),
+            "api_port": lane["serve"]["port"],
+            # vLLM headless ranks serve no HTTP; SGLang workers run a health server on --port.
+            "health_port": lane["serve"]["port"] if (rank == 0 or lane["engine"] == "sglang") else None,
+        }
+        spec_hash = _hash({k: spec[k] for k in ("image", "entrypoint", "command", "env", "mounts", "network_mode",
+                                                 "ipc_mode", "gpus", "devices", "cap_add", "ulimits", "shm_size",
+                                                 "extra_docker_args", "container_name")})
+        spec["spec_hash"] = spec_hash
+        spec["labels"] = {
+            f"{LABEL}.lane": lane["lane"],
+            f"{LABEL}.rank": str(rank),
+            f"{LABEL}.role": spec["role"],
+            f"{LABEL}.spec-hash": spec_hash,
+            f"{LABEL}.image": image["ref"],
+            f"{LABEL}.content-hash": image["content_hash"],
+        }
+        ranks.append(spec)
+    plan_hash = _hash([r["spec_hash"] for r in ranks])
+    for spec in ranks:
+        spec["labels"][f"{LABEL}.plan-hash"] = plan_hash
+        spec["docker_argv"] = docker_run_argv(spec)
+    return {
+        "lane": lane["lane"],
+        "engine": lane["engine"],
+        "plan_hash": plan_hash,
+        "hardware": lane["hardware"],
+        "topology": lane["topology"],
+        "image": {k: image[k] for k in ("name", "ref", "content_hash", "base_ref", "base_digest", "arch",
+                                        "platform", "pinned", "pin_problem", "spec_dir", "entrypoint", "patches",
+                                        "labels", "repository", "tag")},
+        "weights": {
+            "root": weights_root,
+            "path": model_path,
+            "model_id": lane["model"]["id"],
+            "revision": lane["model"].get("revision"),
+            "layout": lane["model"].get("layout"),
+            "source": lane["model"].get("source"),
+            "size_gib": lane["model"].get("size_gib"),
+        },
+        "api": {
+            "host": head["name"],
+            "address": head_ip,
+            "port": lane["serve"]["port"],
+            "served_model_name": lane["model"]["served_name"],
+        },
+        "boot": lane["boot"],
+        "cache": lane.get("cache", {}),
+        "ranks": ranks,
+    }
+
+
+def table(plan: dict) -> str:
+    """A readable per-rank table for people (the JSON is for machines)."""
+    rows = [("rank", "host", "role", "fabric ip", "container", "health")]
+    for r in plan["ranks"]:
+        rows.append((str(r["node_rank"]), r["host"], r["role"], r["fabric_ip"] or "-", r["container_name"],
+                     str(r["health_port"] or "-")))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    head = plan["ranks"][0]
+    lines.append("")
+    lines.append(f"image   {plan['image']['ref']}  (base {plan['image']['base_ref']})")
+    lines.append(f"weights {plan['weights']['path']}  (read-only, revision {plan['weights']['revision'] or 'unpinned'})")
+    lines.append(f"api     http://{plan['api']['address']}:{plan['api']['port']}/v1  model {plan['api']['served_model_name']}")
+    lines.append("rank 0  " + " ".join(_quote(a) for a in head["entrypoint"] + head["command"]))
+    return "\n".join(lines)
+
+
+def _quote(arg: str) -> str:
+    safe = all(c.isalnum() or c in "-_./:=,@+" for c in arg)
+    return arg if safe and arg else "'" + arg.replace("'", "'\"'\"'") + "'"
+
+
+def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict], lint_skip=None,
+              purpose: str = "plan") -> tuple[dict | None, dict]:
+    """Lane file + layers + inventory -> (plan or None, lint findings).
+
+    ``hosts``: the lane_nodes hosts in inventory order, each ``{"name", "vars", "layers"}`` where
+    ``vars`` are its host variables and ``layers`` its [(source, lane_overrides)] in order.
+    Cluster-wide settings are read from the first host's variables.
+    """
+    if not hosts:
+        raise LanekitError("the inventory group lane_nodes is empty; list the lane's GPU nodes there in rank order.")
+    lanes = {h["name"]: load_lane(lanes_dir, lane_name, h["layers"]) for h in hosts}
+    lane = lanes[hosts[0]["name"]]
+    for host in hosts[1:]:
+        other = lanes[host["name"]]
+        for key in ("engine", "image", "hardware", "model", "topology", "boot", "memory"):
+            if other.get(key) != lane.get(key):
+                raise LanekitError(
+                    f"lane_overrides for host {host['name']} change '{key}', which must be the same on every rank "
+                    f"(only serve.args and serve.env may differ per host); move that override to group_vars."
+                )
+    head_vars = hosts[0]["vars"]
+    profile = PROFILES[lane["hardware"]]
+    arch = str(head_vars.get("lanekit_node_arch") or "arm64")
+    digests = head_vars.get("lanekit_image_digests") or {}
+    if not isinstance(digests, dict):
+        raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
+    image = resolve_image(load_image_spec(images_dir, lane["image"]), arch, digests)
+    node_ranks = {h["name"]: h["vars"]["node_rank"] for h in hosts if h["vars"].get("node_rank") is not None}
+    ctx = _lint.LintContext(lane=lane, profile=profile, image=image, hosts=[h["name"] for h in hosts],
+                            node_ranks=node_ranks, purpose=purpose)
+    findings = _lint.run(ctx, lint_skip or [])
+    if findings["errors"]:
+        return None, findings
+    cluster = {
+        "weights_root": head_vars.get("lanekit_weights_root"),
+        "rank_gpus": head_vars.get("lanekit_rank_gpus", "all"),
+        "rank_devices": head_vars.get("lanekit_rank_devices", []),
+        "rank_cap_add": head_vars.get("lanekit_rank_cap_add", []),
+        "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),
+        "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
+        "head_host": head_vars.get("lanekit_head_host"),
+    }
+    host_specs = [{
+        "name": h["name"],
+        "fabric_ip": h["vars"].get("fabric_ip"),
+        "fabric_ifname": h["vars"].get("fabric_ifname"),
+        "ib_hca": h["vars"].get("ib_hca"),
+        "ucx_net_devices": h["vars"].get("ucx_net_devices"),
+        "node_rank": h["vars"].get("node_rank"),
+    } for h in hosts]
+    plan = render(lane, profile, image, host_specs, cluster, lanes)
+    plan["memory"] = _lint.kv_assessment(lane, profile)
+    plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
+                                                         "device_memory_gib", "admission_free_gib", "unified_memory")}
+    plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}
+    plan["layers"] = lane["_layers"]
+    return plan, findings

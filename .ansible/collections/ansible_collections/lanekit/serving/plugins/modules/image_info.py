@@ -1,0 +1,152 @@
+#!/usr/bin/python
+# Copyright: lanekit developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: image_info
+short_description: Report the pin of a lanekit image on a node
+version_added: 0.1.0
+description:
+  - Inspects one image reference on the host it runs on and reports its pin: the content-hash
+    label, the digest of its layer list (RV(pin.rootfs)), its registry digests and local Id.
+  - With O(content_hash) (and optionally O(rootfs)) it also says whether the node holds exactly
+    that image (RV(current)) and, if not, why (RV(mismatch)).
+  - Never changes anything. The M(lanekit.serving.image) role runs it on every node before and
+    after distributing, to skip current nodes and to name the nodes whose pin differs.
+author:
+  - lanekit developers
+options:
+  ref:
+    description: The image reference, for example C(lanekit/mistral-large4-vllm:0123456789ab).
+    type: str
+    required: true
+  content_hash:
+    description: The content hash the image must carry (label C(io.lanekit.content-hash)).
+    type: str
+  rootfs:
+    description: The layer-list digest the image must have (from the lock or the builder).
+    type: str
+  docker_cli:
+    description: Path of the docker CLI; default the C(docker) on E(PATH).
+    type: path
+attributes:
+  check_mode:
+    support: full
+    details: [Read-only; runs the same in check mode.]
+  diff_mode:
+    support: none
+    details: [Nothing changes, so there is nothing to diff.]
+  idempotent:
+    support: full
+    details: [Read-only.]
+seealso:
+  - module: lanekit.serving.image_distribute
+"""
+
+EXAMPLES = r"""
+---
+- name: Report the pin of the lane image on every node
+  lanekit.serving.image_info:
+    ref: "{{ lanekit_plan.image.ref }}"
+    content_hash: "{{ lanekit_plan.image.content_hash }}"
+  register: image_pin
+"""
+
+RETURN = r"""
+pin:
+  description: The image's pin on this node; values are empty when the image is absent.
+  returned: always
+  type: dict
+  contains:
+    present:
+      description: Whether the reference exists on the node.
+      type: bool
+    content_hash:
+      description: The C(io.lanekit.content-hash) label.
+      type: str
+    rootfs:
+      description: sha256 over the ordered layer digests (C(RootFS.Layers)).
+      type: str
+    image_id:
+      description: The local image Id (store dependent; informational).
+      type: str
+    arch:
+      description: The image architecture.
+      type: str
+    repo_digests:
+      description: C(RepoDigests), the registry digests the image is known under.
+      type: list
+      elements: str
+    repo_tags:
+      description: C(RepoTags).
+      type: list
+      elements: str
+current:
+  description: Whether the image matches O(content_hash) and O(rootfs) (false when O(content_hash) is not given).
+  returned: always
+  type: bool
+mismatch:
+  description: Why the image is not current, empty when it is.
+  returned: always
+  type: str
+  sample: "the tag points at another image (content hash 9f2c0d1e4a5b, wanted 0123456789ab)"
+engine:
+  description: The docker engine's architecture on this node.
+  returned: always
+  type: dict
+  contains:
+    arch:
+      description: Go architecture name (V(amd64), V(arm64)).
+      type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
+    DockerCLI,
+    image_pin,
+    pin_mismatch,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+
+class ImageInfo:
+    def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
+        self.module = module
+        self.docker = docker
+
+    def run(self) -> dict:
+        params = self.module.params
+        pin = image_pin(self.docker.inspect_image(params["ref"]))
+        mismatch = ""
+        if params["content_hash"]:
+            mismatch = pin_mismatch(pin, params["content_hash"], params["rootfs"]) or ""
+        return {
+            "changed": False,
+            "pin": pin,
+            "current": bool(params["content_hash"]) and not mismatch,
+            "mismatch": mismatch,
+            "engine": {"arch": self.docker.server_arch()},
+        }
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            ref=dict(type="str", required=True),
+            content_hash=dict(type="str"),
+            rootfs=dict(type="str"),
+            docker_cli=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = ImageInfo(module, DockerCLI(module, module.params["docker_cli"])).run()
+    except LanekitError as err:
+        module.fail_json(msg=str(err))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

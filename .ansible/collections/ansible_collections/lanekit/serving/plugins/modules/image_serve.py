@@ -1,0 +1,366 @@
+#!/usr/bin/python
+# Copyright: lanekit developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: image_serve
+short_description: Serve one image to other nodes as a docker save stream, node to node
+version_added: 0.1.0
+description:
+  - Runs on the node that holds the image (the builder) while the targets run
+    M(lanekit.serving.image_distribute) with O(lanekit.serving.image_distribute#module:method=stream).
+    Meant to run as an asynchronous task (C(async), C(poll=0)) started just before the targets.
+  - Checks that the local image carries the wanted pin, runs C(docker save) B(once) into a spool
+    file on this node, and serves that stream over TCP to every target presenting the run's token,
+    while the save is still running (targets follow the growing file). Nothing passes through the
+    controller, and the controller's disk is never used.
+  - Exits when O(clients) targets have confirmed a successful C(docker load), after O(idle_timeout)
+    seconds without any connection, or after O(max_seconds); the spool file is then deleted.
+author:
+  - lanekit developers
+options:
+  ref:
+    description: The image to serve; it must exist on this node.
+    type: str
+    required: true
+  content_hash:
+    description: The content hash the image must carry; targets must ask for the same one.
+    type: str
+    required: true
+  rootfs:
+    description: The layer-list digest the image must have, when known.
+    type: str
+  bind:
+    description: Address to listen on (the address the targets use to reach this node).
+    type: str
+    default: 0.0.0.0
+  port:
+    description: TCP port to listen on.
+    type: int
+    default: 47110
+  token:
+    description: Shared secret of this run; a target that does not present it is refused.
+    type: str
+    required: true
+  clients:
+    description: Number of targets expected; the server exits after that many successful loads.
+    type: int
+    required: true
+  idle_timeout:
+    description: Seconds without an open connection after which the server gives up waiting.
+    type: int
+    default: 180
+  max_seconds:
+    description: Hard limit on the server's life, in seconds.
+    type: int
+    default: 7200
+  spool_dir:
+    description: Directory on this node for the spool file (needs room for the image).
+    type: path
+    default: /var/tmp/lanekit
+  docker_cli:
+    description: Path of the docker CLI; default the C(docker) on E(PATH).
+    type: path
+attributes:
+  check_mode:
+    support: full
+    details: [In check mode the image is checked and nothing is served.]
+  diff_mode:
+    support: none
+    details: [The node's state does not change.]
+  idempotent:
+    support: full
+    details: [Serving changes nothing on this node; the result is always C(changed=false).]
+notes:
+  - The port must be reachable from the targets (fabric or management network). The stream is not
+    encrypted; the token only keeps other clients out. Use the registry method where the network
+    between nodes is not trusted.
+seealso:
+  - module: lanekit.serving.image_distribute
+"""
+
+EXAMPLES = r"""
+---
+- name: Serve the image from the builder while the nodes load it
+  lanekit.serving.image_serve:
+    ref: "{{ lanekit_plan.image.ref }}"
+    content_hash: "{{ lanekit_plan.image.content_hash }}"
+    bind: "{{ hostvars[image_builder].fabric_ip }}"
+    token: "{{ image_stream_token }}"
+    clients: 7
+  async: 3600
+  poll: 0
+  register: image_server
+"""
+
+RETURN = r"""
+served:
+  description: One entry per target that connected.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"client": "spark-02", "peer": "172.31.213.12", "bytes": 1075838976, "seconds": 9.8, "loaded": true}]
+loaded:
+  description: Number of targets that confirmed a successful load.
+  returned: always
+  type: int
+bytes:
+  description: Size of the saved stream in bytes.
+  returned: always
+  type: int
+save_seconds:
+  description: Time C(docker save) took.
+  returned: always
+  type: float
+seconds:
+  description: Time the server ran.
+  returned: always
+  type: float
+"""
+
+import hmac
+import os
+import socket
+import subprocess
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
+    STREAM_MAGIC,
+    DockerCLI,
+    StreamError,
+    frame_header,
+    image_pin,
+    pin_mismatch,
+    recv_line,
+    send_line,
+    tail,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+CHUNK = 4 << 20
+
+
+class SaveSpool:
+    """``docker save`` into a file that readers follow while it grows."""
+
+    def __init__(self, docker: DockerCLI, ref: str, path: str) -> None:
+        self.docker = docker
+        self.ref = ref
+        self.path = path
+        self.cond = threading.Condition()
+        self.written = 0
+        self.done = False
+        self.error = ""
+        self.seconds = 0.0
+        self.thread = threading.Thread(target=self._run, name="docker-save", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        try:
+            proc = self.docker.popen(["image", "save", self.ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                while True:
+                    chunk = proc.stdout.read1(CHUNK) if hasattr(proc.stdout, "read1") else proc.stdout.read(CHUNK)
+                    if not chunk:
+                        break
+                    view = memoryview(chunk)
+                    while view:
+                        written = os.write(fd, view)
+                        view = view[written:]
+                    with self.cond:
+                        self.written += len(chunk)
+                        self.cond.notify_all()
+            finally:
+                os.close(fd)
+            err = proc.stderr.read()
+            if proc.wait() != 0:
+                self.error = f"docker save {self.ref} failed (exit {proc.returncode}): {tail(err, 5)}"
+        except OSError as exc:
+            self.error = f"docker save {self.ref} could not be spooled to {self.path}: {exc}"
+        with self.cond:
+            self.done = True
+            self.seconds = round(time.monotonic() - start, 2)
+            self.cond.notify_all()
+
+    def wait_beyond(self, offset: int, timeout: float) -> tuple[int, bool, str]:
+        with self.cond:
+            if self.written <= offset and not self.done:
+                self.cond.wait(timeout)
+            return self.written, self.done, self.error
+
+
+class ImageServer:
+    def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
+        self.module = module
+        self.docker = docker
+        self.params = module.params
+        self.lock = threading.Lock()
+        self.served: list[dict] = []
+        self.active = 0
+        self.last_activity = time.monotonic()
+
+    def _check_image(self) -> dict:
+        pin = image_pin(self.docker.inspect_image(self.params["ref"]))
+        problem = pin_mismatch(pin, self.params["content_hash"], self.params["rootfs"])
+        if problem:
+            raise LanekitError(
+                f"{self.docker.host} cannot serve {self.params['ref']}: {problem}. Build it there first "
+                f"(lanekit.serving.image_build) or pick a source node that holds it."
+            )
+        return pin
+
+    def _handle(self, conn: socket.socket, peer: str, spool: SaveSpool) -> None:
+        record = {"peer": peer, "client": "", "bytes": 0, "seconds": 0.0, "loaded": False, "error": ""}
+        start = time.monotonic()
+        try:
+            conn.settimeout(60)
+            request = recv_line(conn)
+            record["client"] = str(request.get("client", ""))[:200]
+            token_ok = hmac.compare_digest(str(request.get("token", "")).encode(), self.params["token"].encode())
+            if request.get("magic") != STREAM_MAGIC or not token_ok:
+                send_line(conn, {"ok": False, "error": "refused: wrong token or protocol"})
+                record["error"] = "refused: wrong token or protocol"
+                return
+            if request.get("content_hash") != self.params["content_hash"]:
+                send_line(conn, {"ok": False, "error": (
+                    f"this source serves content hash {self.params['content_hash'][:12]}, "
+                    f"not {str(request.get('content_hash'))[:12]}")})
+                record["error"] = "asked for another image"
+                return
+            send_line(conn, {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"]})
+            conn.settimeout(600)
+            offset = 0
+            with open(spool.path, "rb") as handle:
+                while True:
+                    end, done, error = spool.wait_beyond(offset, 5.0)
+                    if error:
+                        record["error"] = error
+                        return  # closing without the end frame tells the target the stream failed
+                    if end > offset:
+                        count = min(end - offset, CHUNK)
+                        conn.sendall(frame_header(count))
+                        sent = conn.sendfile(handle, offset, count)
+                        if sent != count:
+                            raise StreamError(f"sent {sent} of {count} bytes")
+                        offset += count
+                        record["bytes"] = offset
+                        with self.lock:
+                            self.last_activity = time.monotonic()
+                    elif done:
+                        conn.sendall(frame_header(0) + frame_header(offset))
+                        break
+            conn.settimeout(self.params["max_seconds"])
+            ack = recv_line(conn)
+            record["loaded"] = bool(ack.get("loaded"))
+            record["error"] = str(ack.get("error", ""))[:2000]
+        except (OSError, StreamError) as exc:
+            record["error"] = record["error"] or str(exc)
+        finally:
+            record["seconds"] = round(time.monotonic() - start, 2)
+            try:
+                conn.close()
+            except OSError:
+                pass
+            with self.lock:
+                self.served.append(record)
+                self.active -= 1
+                self.last_activity = time.monotonic()
+
+    def run(self) -> dict:
+        pin = self._check_image()
+        params = self.params
+        if self.module.check_mode:
+            return {"changed": False, "served": [], "loaded": 0, "bytes": 0, "save_seconds": 0.0, "seconds": 0.0,
+                    "pin": pin, "msg": f"would serve {params['ref']} on {params['bind']}:{params['port']} to {params['clients']} nodes"}
+        os.makedirs(params["spool_dir"], mode=0o700, exist_ok=True)
+        spool_path = os.path.join(params["spool_dir"], f"stream-{params['content_hash'][:12]}-{os.getpid()}.tar")
+        try:
+            listener = socket.socket(socket.AF_INET6 if ":" in params["bind"] else socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((params["bind"], params["port"]))
+            listener.listen(64)
+        except OSError as exc:
+            raise LanekitError(
+                f"{self.docker.host} cannot listen on {params['bind']}:{params['port']} to serve the image ({exc}); "
+                f"set image_stream_port to a free port or image_stream_bind to an address of this node."
+            ) from None
+        listener.settimeout(1.0)
+        spool = SaveSpool(self.docker, params["ref"], spool_path)
+        start = time.monotonic()
+        spool.start()
+        threads = []
+        try:
+            while True:
+                with self.lock:
+                    loaded = sum(1 for item in self.served if item["loaded"])
+                    active, idle = self.active, time.monotonic() - self.last_activity
+                if loaded >= params["clients"] or time.monotonic() - start > params["max_seconds"]:
+                    break
+                if active == 0 and idle > params["idle_timeout"]:
+                    break
+                if spool.done and spool.error and active == 0:
+                    break
+                try:
+                    conn, address = listener.accept()
+                except socket.timeout:
+                    continue
+                with self.lock:
+                    self.active += 1
+                    self.last_activity = time.monotonic()
+                thread = threading.Thread(target=self._handle, args=(conn, address[0], spool), daemon=True)
+                thread.start()
+                threads.append(thread)
+        finally:
+            listener.close()
+            for thread in threads:
+                thread.join(timeout=30)
+            spool.thread.join(timeout=600)
+            try:
+                os.unlink(spool_path)
+            except OSError:
+                pass
+        if spool.error:
+            raise LanekitError(f"{self.docker.host} could not serve {params['ref']}: {spool.error}")
+        loaded = sum(1 for item in self.served if item["loaded"])
+        result = {"changed": False, "served": self.served, "loaded": loaded, "bytes": spool.written,
+                  "save_seconds": spool.seconds, "seconds": round(time.monotonic() - start, 2), "pin": pin}
+        if loaded < params["clients"]:
+            self.module.warn(f"{self.docker.host} served {params['ref']} to {loaded} of {params['clients']} nodes; "
+                             f"the nodes' own tasks say why the others failed.")
+        return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            ref=dict(type="str", required=True),
+            content_hash=dict(type="str", required=True),
+            rootfs=dict(type="str"),
+            bind=dict(type="str", default="0.0.0.0"),
+            port=dict(type="int", default=47110),
+            token=dict(type="str", required=True, no_log=True),
+            clients=dict(type="int", required=True),
+            idle_timeout=dict(type="int", default=180),
+            max_seconds=dict(type="int", default=7200),
+            spool_dir=dict(type="path", default="/var/tmp/lanekit"),
+            docker_cli=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = ImageServer(module, DockerCLI(module, module.params["docker_cli"])).run()
+    except LanekitError as err:
+        module.fail_json(msg=str(err))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

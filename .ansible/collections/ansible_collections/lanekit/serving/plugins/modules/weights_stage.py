@@ -1,0 +1,382 @@
+#!/usr/bin/python
+# Copyright: lanekit developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: weights_stage
+short_description: Stage a checkpoint into a weights directory, verified, resumable and atomic per file
+version_added: 0.1.0
+description:
+  - Copies a checkpoint from a Hugging Face repository pinned to a full commit (O(source=hf)) or from a
+    local or mirror directory (O(source=local)) into O(dest), normally a directory on the NFS export every
+    node mounts.
+  - Every file is written under a temporary name inside C(<dest>/.lanekit/tmp) on the destination
+    filesystem, hashed while it is written (a Hub download landing on the destination filesystem is hashed
+    once after the client wrote it), compared with the digest the source vouches for (Hub LFS sha256, Hub
+    blob id, or the source's own C(MANIFEST.json)/C(SHA256SUMS)), fsynced, recorded in a journal and only
+    then renamed under its final name. Nothing partial ever carries a final name.
+  - Symlinks in a local source (for example a Hugging Face cache snapshot, which is a symlink farm) are
+    followed and the real file content is staged; a dangling symlink in the source is an error.
+  - The result carries C(MANIFEST.json) (path, size and sha256 per file, source, revision) and
+    C(SHA256SUMS). The manifest is removed before the first file changes and written last, so a directory
+    with a manifest is complete for that revision.
+  - A killed run resumes where it stopped. The journal names every file already in place with its inode
+    and mtime, so a re-run trusts those files without reading them. The unit of resume is the file, so a
+    resumed run refetches only the files that were in flight.
+  - A re-run with everything in place only stats the files and reports no change. O(verify=full) re-hashes
+    every staged file and refetches only the files whose digest is wrong.
+  - Run it once per lane on the staging host (the C(weights_staging) inventory group), never once per rank.
+    Long stages should run with C(async).
+author:
+  - lanekit developers
+requirements:
+  - C(huggingface_hub) on the staging host, for O(source=hf) only.
+options:
+  dest:
+    description:
+      - The weights directory to fill, for example C(/mnt/nfs/models/<model dir>). Created if missing; its
+        parent must exist.
+    type: path
+    required: true
+  source:
+    description:
+      - Where the checkpoint comes from.
+      - V(hf) is a Hugging Face Hub repository (or a Hub-compatible mirror named by O(endpoint)) at the
+        commit O(revision).
+      - V(local) is a directory on the staging host named by O(local_path).
+    type: str
+    choices: [hf, local]
+    required: true
+  repo_id:
+    description:
+      - The Hub repository, for example C(mistralai/Mistral-Large-4-1T-A52B-NVFP4). Required for O(source=hf).
+    type: str
+  model_id:
+    description:
+      - The model id recorded in the manifest. Defaults to O(repo_id).
+    type: str
+  revision:
+    description:
+      - The full 40-hex commit to stage. Required for O(source=hf); a branch, tag or short hash is refused.
+      - For O(source=local) it is recorded in the manifest and must agree with the revision of a
+        C(MANIFEST.json) found in the source.
+    type: str
+  local_path:
+    description:
+      - The source directory for O(source=local).
+    type: path
+  endpoint:
+    description:
+      - A Hub-compatible endpoint (mirror) used instead of the public Hub, as E(HF_ENDPOINT) would.
+    type: str
+  token:
+    description:
+      - Hub access token. Defaults to the token the Hub client finds on the staging host.
+    type: str
+  allow_patterns:
+    description:
+      - Only files matching at least one of these fnmatch globs are staged (same meaning as in
+        C(huggingface_hub)); a pattern ending in C(/) matches a whole folder.
+    type: list
+    elements: str
+  ignore_patterns:
+    description:
+      - Files matching any of these globs are not staged.
+    type: list
+    elements: str
+  verify:
+    description:
+      - V(quick) trusts files whose journal entry still matches their size, inode and mtime, and hashes
+        only files nothing vouches for.
+      - V(full) re-hashes every staged file and refetches the ones whose digest is wrong.
+    type: str
+    choices: [quick, full]
+    default: quick
+  workers:
+    description:
+      - Files fetched, copied or hashed in parallel.
+    type: int
+    default: 4
+  block_size_mib:
+    description:
+      - Read and write block size in MiB.
+    type: int
+    default: 16
+  retries:
+    description:
+      - Extra attempts per file for Hub downloads (network errors, digest mismatch), with exponential backoff.
+    type: int
+    default: 3
+  retry_delay:
+    description:
+      - Seconds before the first retry; doubled on each further retry (at most 120).
+    type: float
+    default: 5.0
+  scratch_dir:
+    description:
+      - Where the Hub client downloads before the copy. Defaults to C(<dest>/.lanekit/hf), on the destination
+        filesystem, so a download is hashed and moved without a second copy. A directory on local disk is
+        useful when the destination is an NFS mount the Hub client writes slowly to.
+    type: path
+  disable_xet:
+    description:
+      - Force plain HTTP downloads (E(HF_HUB_DISABLE_XET)), for mirrors that do not serve Xet.
+    type: bool
+    default: false
+  prune:
+    description:
+      - Remove files in O(dest) that the staged checkpoint does not contain. They are always reported in
+        RV(extra_files).
+    type: bool
+    default: false
+  release_written_pages:
+    description:
+      - Release the pages of the files this module writes from the staging host's page cache once they are
+        safely on disk (C(posix_fadvise DONTNEED) on those files only). Keeps a GB10 staging host from
+        filling its unified memory with page cache.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Lists the source and stats the destination, and hashes (read-only) the files a real run would hash
+        (files nothing vouches for, or every file with O(verify=full)); reports RV(would_fetch_bytes), the
+        files it would fetch and the ones among them it would repair. Writes nothing.
+  diff_mode:
+    support: partial
+    details:
+      - The diff shows the revision and files digest before and after and the files to fetch, not file
+        contents.
+  idempotent:
+    support: full
+    details:
+      - With everything in place a re-run only stats the files and reports no change; O(verify=full) reads
+        every file but changes only the bad ones.
+notes:
+  - The Hub client (huggingface_hub 1.18 and later) does not resume a partial file across processes; this
+    module retries per file and resumes per file through its journal.
+  - Hashing belongs on the staging host. Nodes check the staged result with M(lanekit.serving.weights_verify),
+    which never reads weight data.
+seealso:
+  - module: lanekit.serving.weights_verify
+  - module: lanekit.serving.cache_warmth
+"""
+
+EXAMPLES = r"""
+---
+- name: Stage the lane's checkpoint from the Hub at its pinned commit
+  lanekit.serving.weights_stage:
+    dest: /mnt/nfs/models/mistralai/Mistral-Large-4-1T-A52B-NVFP4
+    source: hf
+    repo_id: mistralai/Mistral-Large-4-1T-A52B-NVFP4
+    revision: 0123456789abcdef0123456789abcdef01234567
+    allow_patterns: ["*.safetensors", "*.json"]
+    token: "{{ vault_hf_token }}"
+  async: 36000
+  poll: 30
+
+- name: Stage from a mirror directory on the staging host
+  lanekit.serving.weights_stage:
+    dest: /mnt/nfs/models/mistralai/Mistral-Large-4-1T-A52B-NVFP4
+    source: local
+    local_path: /srv/mirror/mistralai/Mistral-Large-4-1T-A52B-NVFP4
+    model_id: mistralai/Mistral-Large-4-1T-A52B-NVFP4
+
+- name: Re-hash everything and repair only the bad files
+  lanekit.serving.weights_stage:
+    dest: /mnt/nfs/models/mistralai/Mistral-Large-4-1T-A52B-NVFP4
+    source: local
+    local_path: /srv/mirror/mistralai/Mistral-Large-4-1T-A52B-NVFP4
+    verify: full
+"""
+
+RETURN = r"""
+path:
+  description: The staged directory.
+  returned: always
+  type: str
+revision:
+  description: The revision recorded in the manifest.
+  returned: always
+  type: str
+files_total:
+  description: Number of files in the staged checkpoint.
+  returned: always
+  type: int
+bytes_total:
+  description: Total size of the staged checkpoint.
+  returned: always
+  type: int
+files_fetched:
+  description: Files fetched or copied by this run.
+  returned: always
+  type: int
+bytes_fetched:
+  description: Bytes fetched or copied by this run.
+  returned: always
+  type: int
+files_hashed:
+  description: Files already present that this run hashed (not vouched for by the journal, or O(verify=full)).
+  returned: success
+  type: int
+bytes_hashed:
+  description: Bytes of those files.
+  returned: success
+  type: int
+repaired:
+  description: Files found present but wrong and fetched again.
+  returned: success and not check mode
+  type: list
+  elements: str
+mismatches:
+  description: Files whose digest did not match what was expected when hashed.
+  returned: success
+  type: list
+  elements: str
+extra_files:
+  description: Files in the destination that the checkpoint does not contain.
+  returned: always
+  type: list
+  elements: str
+pruned:
+  description: Extra files removed (O(prune=true)).
+  returned: success and not check mode
+  type: list
+  elements: str
+would_fetch_bytes:
+  description: Bytes a real run would fetch.
+  returned: check mode
+  type: int
+would_fetch_files:
+  description: Files a real run would fetch.
+  returned: check mode
+  type: list
+  elements: str
+would_repair_files:
+  description: Files present but with a wrong digest, which a real run would fetch again.
+  returned: check mode
+  type: list
+  elements: str
+manifest_sha256:
+  description: sha256 of the written C(MANIFEST.json).
+  returned: success and not check mode
+  type: str
+files_digest:
+  description: sha256 over the sorted path, size and sha256 of every file; identifies the staged content.
+  returned: success and not check mode
+  type: str
+phases:
+  description: Per phase (plan, verify, fetch, publish) the files, bytes, seconds and GiB/s.
+  returned: always
+  type: dict
+  sample:
+    fetch: {files: 12, bytes: 4294967296, seconds: 5.1, gib_per_s: 0.78}
+    verify: {files: 0, bytes: 0, seconds: 0.0, gib_per_s: 0.0}
+files:
+  description: Every file that was not simply in place, with the action taken and why.
+  returned: always
+  type: list
+  elements: dict
+huggingface_hub_version:
+  description: Version of the Hub client used (O(source=hf)).
+  returned: always
+  type: str
+"""
+
+import os
+import traceback
+
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
+
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._staging import (  # noqa: E402
+    MIB,
+    HubSource,
+    LocalSource,
+    Stager,
+)
+
+try:
+    import huggingface_hub  # noqa: F401  (imported for real by HubSource when source=hf)
+    HAS_HF = True
+    HF_IMPORT_ERROR = None
+except ImportError:
+    HAS_HF = False
+    HF_IMPORT_ERROR = traceback.format_exc()
+
+
+def argument_spec():
+    return dict(
+        dest=dict(type="path", required=True),
+        source=dict(type="str", required=True, choices=["hf", "local"]),
+        repo_id=dict(type="str"),
+        model_id=dict(type="str"),
+        revision=dict(type="str"),
+        local_path=dict(type="path"),
+        endpoint=dict(type="str"),
+        token=dict(type="str", no_log=True),
+        allow_patterns=dict(type="list", elements="str"),
+        ignore_patterns=dict(type="list", elements="str"),
+        verify=dict(type="str", default="quick", choices=["quick", "full"]),
+        workers=dict(type="int", default=4),
+        block_size_mib=dict(type="int", default=16),
+        retries=dict(type="int", default=3),
+        retry_delay=dict(type="float", default=5.0),
+        scratch_dir=dict(type="path"),
+        disable_xet=dict(type="bool", default=False),
+        prune=dict(type="bool", default=False),
+        release_written_pages=dict(type="bool", default=True),
+    )
+
+
+def build_stager(p, check_mode, warn):
+    if p["workers"] < 1 or p["block_size_mib"] < 1:
+        raise LanekitError("workers and block_size_mib must be at least 1.")
+    if p["source"] == "hf":
+        source = HubSource(p["repo_id"], p["revision"], endpoint=p["endpoint"], token=p["token"],
+                           allow_patterns=p["allow_patterns"], ignore_patterns=p["ignore_patterns"],
+                           disable_xet=p["disable_xet"])
+    else:
+        source = LocalSource(p["local_path"], allow_patterns=p["allow_patterns"],
+                             ignore_patterns=p["ignore_patterns"])
+    return Stager(source, p["dest"].rstrip("/") or "/", model_id=p["model_id"] or p["repo_id"],
+                  revision=p["revision"], verify=p["verify"], workers=p["workers"],
+                  block_size=p["block_size_mib"] * MIB, retries=p["retries"], retry_delay=p["retry_delay"],
+                  scratch_dir=p["scratch_dir"], check_mode=check_mode, prune=p["prune"],
+                  release_written_pages=p["release_written_pages"], warn=warn)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        required_if=[("source", "hf", ("repo_id", "revision")), ("source", "local", ("local_path",))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["source"] == "hf" and not HAS_HF:
+        module.fail_json(msg=missing_required_lib("huggingface_hub"), exception=HF_IMPORT_ERROR)
+    try:
+        result = build_stager(p, module.check_mode, module.warn).run()
+    except LanekitError as exc:
+        module.fail_json(msg=str(exc))
+    except OSError as exc:
+        module.fail_json(msg="Staging into %s failed: %s (%s)." % (p["dest"], exc.strerror or exc,
+                                                                    exc.filename or p["dest"]))
+    if result.get("extra_files"):
+        module.warn("%d file(s) in %s are not part of the staged checkpoint (%s%s)%s." % (
+            len(result["extra_files"]), p["dest"], ", ".join(result["extra_files"][:5]),
+            ", ..." if len(result["extra_files"]) > 5 else "",
+            "; removed" if result.get("pruned") else "; set prune=true to remove them"))
+    if not module._diff:
+        result.pop("diff", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,364 @@
+#!/usr/bin/python
+# Copyright: lanekit developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: image_distribute
+short_description: Get a pinned lanekit image onto this node and prove the node can run it
+version_added: 0.1.0
+description:
+  - Runs on each node of a lane (in parallel). Skips the transfer when the node already holds the
+    image with the wanted pin (the content-hash label and, when given, the layer-list digest), never
+    by the local image Id, which changes across image stores.
+  - When another local image carries the pin but the tag is missing, re-tags it without a transfer.
+  - Otherwise fetches the image with O(method). V(registry) pulls O(registry_ref) by digest (the
+    builder pushed it once; every node pulls, digests preserved) and tags it. V(stream) connects to
+    M(lanekit.serving.image_serve) on the source node and pipes the C(docker save) stream into
+    C(docker load) on this node, node to node, without temporary files anywhere but the source.
+  - After an image arrives (and on every run with O(probe=always)) proves the node can start a
+    container from it: a throwaway C(--rm) container with the entrypoint overridden
+    (O(probe_command)), retried for up to O(probe_timeout) seconds. This closes the race where
+    C(docker load) returns before the image store has unpacked the layers.
+  - A tag that points at another image (same name, other content) is repaired the same way; the
+    other image is left in place, untagged, and no container is touched.
+author:
+  - lanekit developers
+options:
+  ref:
+    description: The image reference, C(lanekit/<name>:<content hash 12>).
+    type: str
+    required: true
+  content_hash:
+    description: The content hash the image must carry.
+    type: str
+    required: true
+  rootfs:
+    description: The layer-list digest the image must have (from the builder or the lock).
+    type: str
+  method:
+    description:
+      - V(registry) pulls O(registry_ref).
+      - V(stream) loads the stream served by O(source).
+    type: str
+    choices: [registry, stream]
+    required: true
+  registry_ref:
+    description: C(<registry>/lanekit/<name>@sha256:<digest>); required with O(method=registry).
+    type: str
+  source:
+    description: C(host:port) of the M(lanekit.serving.image_serve) server; required with O(method=stream).
+    type: str
+  token:
+    description: The stream token of this run; required with O(method=stream).
+    type: str
+  client_name:
+    description: How this node names itself to the source (for the source's report).
+    type: str
+    default: ""
+  connect_timeout:
+    description: Seconds to keep trying to reach the source before giving up.
+    type: int
+    default: 120
+  probe:
+    description:
+      - V(arrival) probes only after the image arrived or was re-tagged.
+      - V(always) also probes a node that was already current (a few hundred milliseconds).
+      - V(never) skips the probe (not recommended; the launch may then hit a half-unpacked image).
+    type: str
+    choices: [arrival, always, never]
+    default: always
+  probe_command:
+    description: The command run in the throwaway container, first item as the entrypoint.
+    type: list
+    elements: str
+    default: [/bin/sh, -c, "true"]
+  probe_timeout:
+    description: How long the probe is retried, in seconds.
+    type: int
+    default: 120
+  docker_cli:
+    description: Path of the docker CLI; default the C(docker) on E(PATH).
+    type: path
+attributes:
+  check_mode:
+    support: full
+    details: [Reports whether the node is current and what would be fetched; fetches and probes nothing.]
+  diff_mode:
+    support: full
+    details: [The diff shows the node's pin before and after.]
+  idempotent:
+    support: full
+    details:
+      - A node that holds the pinned image is left alone (C(changed=false)); the probe does not count as a change.
+notes:
+  - With O(method=stream) the source must be running M(lanekit.serving.image_serve) (the role starts
+    it asynchronously on the builder) and its port must be reachable from this node.
+  - With O(method=registry) the docker engine must trust the registry (TLS, or C(insecure-registries)).
+seealso:
+  - module: lanekit.serving.image_serve
+  - module: lanekit.serving.image_info
+  - module: lanekit.serving.image_build
+"""
+
+EXAMPLES = r"""
+---
+- name: Load the image streamed from the builder
+  lanekit.serving.image_distribute:
+    ref: "{{ lanekit_plan.image.ref }}"
+    content_hash: "{{ lanekit_plan.image.content_hash }}"
+    rootfs: "{{ built.rootfs }}"
+    method: stream
+    source: "{{ hostvars[image_builder].fabric_ip }}:47110"
+    token: "{{ image_stream_token }}"
+
+- name: Pull the image pushed by the builder, by digest
+  lanekit.serving.image_distribute:
+    ref: "{{ lanekit_plan.image.ref }}"
+    content_hash: "{{ lanekit_plan.image.content_hash }}"
+    method: registry
+    registry_ref: "{{ built.registry_ref }}"
+"""
+
+RETURN = r"""
+action:
+  description: V(current) (nothing fetched), V(retagged), V(pulled) or V(loaded); in check mode V(would-fetch) or V(would-retag).
+  returned: always
+  type: str
+reason:
+  description: Why the node was not current, empty when it was.
+  returned: always
+  type: str
+pin:
+  description: The node's pin after the task (see M(lanekit.serving.image_info)).
+  returned: always
+  type: dict
+pin_before:
+  description: The node's pin before the task.
+  returned: always
+  type: dict
+bytes:
+  description: Bytes received from the stream (V(stream) only; 0 otherwise).
+  returned: always
+  type: int
+seconds:
+  description: Time spent fetching.
+  returned: always
+  type: float
+probe:
+  description: The exec-readiness proof, C({ready, attempts, seconds}); empty when not probed.
+  returned: always
+  type: dict
+commands:
+  description: The docker argv that ran (inspections excluded).
+  returned: always
+  type: list
+  elements: list
+"""
+
+import socket
+import subprocess
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
+    LABEL_CONTENT_HASH,
+    STREAM_MAGIC,
+    DockerCLI,
+    DockerError,
+    StreamError,
+    copy_frames,
+    image_pin,
+    pin_mismatch,
+    recv_line,
+    send_line,
+    tail,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+
+def parse_source(source: str) -> tuple[str, int]:
+    host, sep, port = (source or "").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise LanekitError(f"source {source!r} is not 'host:port' (the address and port of the image_serve task).")
+    return host.strip("[]"), int(port)
+
+
+class ImageDistributor:
+    def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
+        self.module = module
+        self.docker = docker
+        self.params = module.params
+        self.host = docker.host
+
+    def _pin(self) -> dict:
+        return image_pin(self.docker.inspect_image(self.params["ref"]))
+
+    def _mismatch(self, pin: dict) -> str | None:
+        return pin_mismatch(pin, self.params["content_hash"], self.params["rootfs"])
+
+    def _find_untagged(self) -> str:
+        """A local image that carries the pin under another name (or none): re-tag instead of fetching."""
+        for image_id in self.docker.images_with_label(LABEL_CONTENT_HASH, self.params["content_hash"]):
+            if not self._mismatch(image_pin(self.docker.inspect_image(image_id))):
+                return image_id
+        return ""
+
+    def _pull(self) -> int:
+        registry_ref = self.params["registry_ref"]
+        try:
+            self.docker.pull(registry_ref)
+        except DockerError as err:
+            raise LanekitError(
+                f"{self.host} could not pull {registry_ref}: {err}. Check that the registry is reachable from the "
+                f"node and trusted by its docker engine (TLS or insecure-registries)."
+            ) from None
+        self.docker.tag(registry_ref, self.params["ref"])
+        return 0
+
+    def _connect(self, host: str, port: int) -> socket.socket:
+        deadline = time.monotonic() + self.params["connect_timeout"]
+        last = None
+        while True:
+            try:
+                return socket.create_connection((host, port), timeout=30)
+            except OSError as exc:
+                last = exc
+            if time.monotonic() > deadline:
+                raise LanekitError(
+                    f"{self.host} could not reach the image source {host}:{port} for "
+                    f"{self.params['connect_timeout']} s ({last}); check that image_serve runs there and that the "
+                    f"port is open between the nodes (image_stream_port, image_stream_address)."
+                )
+            time.sleep(1.0)
+
+    def _stream(self) -> int:
+        host, port = parse_source(self.params["source"])
+        sock = self._connect(host, port)
+        proc = None
+        outputs = {"out": b"", "err": b""}
+        try:
+            send_line(sock, {"magic": STREAM_MAGIC, "token": self.params["token"],
+                             "content_hash": self.params["content_hash"],
+                             "client": self.params["client_name"] or self.host})
+            header = recv_line(sock)
+            if not header.get("ok"):
+                raise LanekitError(f"the image source {host}:{port} refused {self.host}: {header.get('error', 'no reason given')}.")
+            proc = self.docker.popen(["image", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+
+            def drain(stream, key):
+                outputs[key] = stream.read()
+
+            readers = [threading.Thread(target=drain, args=(proc.stdout, "out"), daemon=True),
+                       threading.Thread(target=drain, args=(proc.stderr, "err"), daemon=True)]
+            for reader in readers:
+                reader.start()
+            sock.settimeout(600)
+            try:
+                received = copy_frames(sock, proc.stdin.write)
+            except BrokenPipeError:
+                proc.wait()
+                for reader in readers:
+                    reader.join(timeout=10)
+                raise LanekitError(
+                    f"docker load on {self.host} stopped reading the stream (exit {proc.returncode}): "
+                    f"{tail(outputs['err'] or outputs['out'], 6)}"
+                ) from None
+            proc.stdin.close()
+            rc = proc.wait()
+            for reader in readers:
+                reader.join(timeout=30)
+            if rc != 0:
+                message = tail(outputs["err"] or outputs["out"], 6)
+                send_line(sock, {"loaded": False, "error": message})
+                raise LanekitError(f"docker load on {self.host} failed (exit {rc}) on the stream from {host}:{port}: {message}")
+            send_line(sock, {"loaded": True})
+            return received
+        except (StreamError, OSError) as exc:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            raise LanekitError(
+                f"the image stream from {host}:{port} to {self.host} failed: {exc}. Nothing incomplete was tagged; "
+                f"re-run to try again."
+            ) from None
+        finally:
+            sock.close()
+
+    def run(self) -> dict:
+        params = self.params
+        if params["method"] == "registry" and not params["registry_ref"]:
+            raise LanekitError("method registry needs registry_ref (the builder's push result, repo@sha256:...).")
+        if params["method"] == "stream" and not (params["source"] and params["token"]):
+            raise LanekitError("method stream needs source (host:port of image_serve) and token.")
+        before = self._pin()
+        reason = self._mismatch(before) or ""
+        result = {"changed": False, "action": "current", "reason": reason, "pin_before": before,
+                  "bytes": 0, "seconds": 0.0, "probe": {}}
+        start = time.monotonic()
+        if reason:
+            untagged = self._find_untagged()
+            if self.module.check_mode:
+                result.update(changed=True, action="would-retag" if untagged else "would-fetch")
+            elif untagged:
+                self.docker.tag(untagged, params["ref"])
+                result.update(changed=True, action="retagged")
+            elif params["method"] == "registry":
+                self._pull()
+                result.update(changed=True, action="pulled")
+            else:
+                result.update(changed=True, action="loaded", bytes=self._stream())
+            result["seconds"] = round(time.monotonic() - start, 2)
+        after = self._pin() if not self.module.check_mode else before
+        if not self.module.check_mode:
+            problem = self._mismatch(after)
+            if problem:
+                raise LanekitError(
+                    f"after fetching {params['ref']}, {self.host} still does not hold the pinned image: {problem}. "
+                    f"The source ({params['registry_ref'] or params['source']}) does not serve the image the lock names."
+                )
+            if params["probe"] == "always" or (params["probe"] == "arrival" and result["changed"]):
+                result["probe"] = self.docker.probe_exec(params["ref"], params["probe_command"], params["probe_timeout"],
+                                                         label=params["content_hash"][:12])
+        result["pin"] = after
+        result["commands"] = self.docker.commands
+        if self.module._diff:
+            keys = ("content_hash", "rootfs", "image_id")
+            result["diff"] = {"before": {k: before.get(k, "") for k in keys},
+                              "after": {k: (after.get(k, "") if not self.module.check_mode else
+                                            (params["content_hash"] if k == "content_hash" else "unknown")) for k in keys}}
+        return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            ref=dict(type="str", required=True),
+            content_hash=dict(type="str", required=True),
+            rootfs=dict(type="str"),
+            method=dict(type="str", choices=["registry", "stream"], required=True),
+            registry_ref=dict(type="str"),
+            source=dict(type="str"),
+            token=dict(type="str", no_log=True),
+            client_name=dict(type="str", default=""),
+            connect_timeout=dict(type="int", default=120),
+            probe=dict(type="str", choices=["arrival", "always", "never"], default="always"),
+            probe_command=dict(type="list", elements="str", default=["/bin/sh", "-c", "true"]),
+            probe_timeout=dict(type="int", default=120),
+            docker_cli=dict(type="path"),
+        ),
+        required_if=[("method", "registry", ("registry_ref",)), ("method", "stream", ("source", "token"))],
+        supports_check_mode=True,
+    )
+    try:
+        result = ImageDistributor(module, DockerCLI(module, module.params["docker_cli"])).run()
+    except LanekitError as err:
+        module.fail_json(msg=str(err))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,430 @@
+"""OpenAI-compatible HTTP API of the stand-ins (http.server / ThreadingHTTPServer).
+
+Every answer is deterministic text that says it comes from a stand-in; every response carries
+the header `X-Lanekit-Standin`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import STANDIN_LABEL
+
+
+class ApiState:
+    def __init__(self, *, engine: str, version: str, served_names: list[str], model_path: str,
+                 max_model_len: int, reasoning_parser: str | None = None, tool_call_parser: str | None = None,
+                 auto_tool_choice: bool = False, nnodes: int = 1, access_log=None, metrics_enabled: bool = True,
+                 extra_info: dict | None = None):
+        self.engine = engine
+        self.version = version
+        self.served_names = served_names
+        self.model_path = model_path
+        self.max_model_len = max_model_len
+        self.reasoning_parser = reasoning_parser
+        self.tool_call_parser = tool_call_parser
+        self.auto_tool_choice = auto_tool_choice
+        self.nnodes = nnodes
+        self.access_log = access_log
+        self.metrics_enabled = metrics_enabled
+        self.extra_info = extra_info or {}
+        self.ready = False            # SGLang: /health 503 until warm-up is over
+        self.hang_requests = False    # STANDIN_HANG_PHASE=serve: inference never completes
+        self.created = int(time.time())
+        self.lock = threading.Lock()
+        self.counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "errors": 0}
+        self.hang_event = threading.Event()
+
+    @property
+    def served(self) -> str:
+        return self.served_names[0]
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def _message_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _placeholder(schema: dict, name: str):
+    kind = (schema or {}).get("type")
+    if "enum" in (schema or {}) and schema["enum"]:
+        return schema["enum"][0]
+    if kind == "integer":
+        return 1
+    if kind == "number":
+        return 1.0
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    return f"stand-in value for {name}"
+
+
+def standin_answer(state: ApiState, messages: list, max_tokens: int | None):
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    last_user = ""
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "user":
+            last_user = _message_text(m.get("content"))
+    snippet = " ".join(_words(last_user)[:16])
+    text = (f"[{state.engine} {STANDIN_LABEL}] No model ran: this fixed reply comes from the lanekit "
+            f"stand-in serving '{state.served}' across {state.nnodes} node(s). Request {digest}, "
+            f"{len(messages)} message(s); last user message begins: \"{snippet}\".")
+    words = _words(text)
+    finish = "stop"
+    if max_tokens is not None and max_tokens >= 0 and len(words) > max_tokens:
+        words = words[:max_tokens]
+        finish = "length"
+    prompt_tokens = sum(len(_words(_message_text(m.get("content")))) + 4 for m in messages if isinstance(m, dict))
+    reasoning = (f"Stand-in reasoning for request {digest}: nothing was reasoned; this is a test instrument."
+                 if state.reasoning_parser else None)
+    return digest, " ".join(words), finish, prompt_tokens, reasoning
+
+
+def _tool_call(tools: list, tool_choice, digest: str):
+    chosen = None
+    if isinstance(tool_choice, dict):
+        name = (tool_choice.get("function") or {}).get("name")
+        chosen = next((t for t in tools if (t.get("function") or {}).get("name") == name), None)
+    if chosen is None:
+        chosen = tools[0]
+    fn = chosen.get("function") or {}
+    params = fn.get("parameters") or {}
+    props = params.get("properties") or {}
+    required = params.get("required") or list(props)
+    args = {k: _placeholder(props.get(k, {}), k) for k in required}
+    return {"id": f"chatcmpl-tool-{digest}", "type": "function",
+            "function": {"name": fn.get("name", "unknown"), "arguments": json.dumps(args, sort_keys=True)}}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def server_bind(self):
+        # no getfqdn(): reverse DNS may hang in a container without a resolver
+        if self.allow_reuse_address:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.socket.bind(self.server_address)
+        self.server_address = self.socket.getsockname()[:2]
+        self.server_name = str(self.server_address[0])
+        self.server_port = self.server_address[1]
+
+
+def make_server(host: str, port: int, handler_cls) -> _Server:
+    """Create the server socket and bind it, without listening (vLLM binds early and listens
+    only when ready: connection refused meanwhile)."""
+    host = host or "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class S(_Server):
+        address_family = family
+
+    return S((host, port), handler_cls, bind_and_activate=False)
+
+
+def bind(server: _Server) -> None:
+    try:
+        server.server_bind()
+    except OSError:
+        server.server_close()
+        raise
+
+
+def start(server: _Server) -> threading.Thread:
+    server.server_activate()
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="http", daemon=True)
+    t.start()
+    return t
+
+
+def handler_for(state: ApiState, worker_health_only: bool = False):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "uvicorn"
+        sys_version = ""
+
+        def log_message(self, fmt, *args):  # access log in uvicorn's style
+            pass
+
+        def _access(self, code: int):
+            if state.access_log:
+                phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable",
+                          500: "Internal Server Error"}.get(code, "")
+                state.access_log(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - '
+                                 f'"{self.command} {self.path} {self.request_version}" {code} {phrase}')
+
+        def _send(self, code: int, body=None, ctype="application/json"):
+            if body is None:
+                data = b""
+            elif isinstance(body, (bytes, bytearray)):
+                data = bytes(body)
+            elif isinstance(body, str):
+                data = body.encode()
+            else:
+                data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("X-Lanekit-Standin", f"{state.engine} {STANDIN_LABEL}")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            self._access(code)
+
+        def _error(self, code: int, message: str, etype: str = "BadRequestError", param=None):
+            with state.lock:
+                state.counters["errors"] += 1
+            self._send(code, {"error": {"message": message, "type": etype, "param": param, "code": code},
+                              "object": "error", "message": message, "type": etype, "param": param, "code": code})
+
+        def _json_body(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                return None
+            return body if isinstance(body, dict) else None
+
+        # ------------------------------------------------------------------------------
+        def do_HEAD(self):
+            self.do_GET()
+
+        def do_GET(self):
+            path = self.path.split("?", 1)[0]
+            if path in ("/health", "/ping", "/health_generate"):
+                if worker_health_only or state.engine == "vllm" or state.ready:
+                    return self._send(200, b"", "application/json")
+                return self._send(503, b"", "application/json")
+            if worker_health_only:
+                if path == "/metrics" and state.metrics_enabled:
+                    return self._send(200, self._metrics(), "text/plain; version=0.0.4")
+                return self._send(404, {"detail": "Not Found"})
+            if path == "/v1/models":
+                data = [{"id": name, "object": "model", "created": state.created, "owned_by": state.engine,
+                         "root": state.model_path, "parent": None, "max_model_len": state.max_model_len,
+                         "permission": [], "lanekit_standin": STANDIN_LABEL} for name in state.served_names]
+                return self._send(200, {"object": "list", "data": data})
+            if path == "/version":
+                return self._send(200, {"version": state.version})
+            if path == "/metrics":
+                if not state.metrics_enabled:
+                    return self._send(404, {"detail": "Not Found"})
+                return self._send(200, self._metrics(), "text/plain; version=0.0.4")
+            if path == "/load":
+                return self._send(200, {"server_load": 0})
+            if path in ("/model_info", "/get_model_info"):
+                return self._send(200, {"model_path": state.model_path, "tokenizer_path": state.model_path,
+                                        "served_model_name": state.served, "is_generation": True,
+                                        "weight_version": "default", "load_format": "auto",
+                                        "reasoning_parser": state.reasoning_parser,
+                                        "tool_call_parser": state.tool_call_parser,
+                                        "lanekit_standin": STANDIN_LABEL, **state.extra_info})
+            if path in ("/server_info", "/get_server_info"):
+                return self._send(200, {"version": state.version, "model_path": state.model_path,
+                                        "served_model_name": state.served, "nnodes": state.nnodes,
+                                        "lanekit_standin": STANDIN_LABEL, **state.extra_info})
+            return self._send(404, {"detail": "Not Found"})
+
+        def do_POST(self):
+            path = self.path.split("?", 1)[0]
+            if path == "/ping" and not worker_health_only:
+                return self.do_GET()
+            if worker_health_only:
+                return self._send(404, {"detail": "Not Found"})
+            if path == "/v1/chat/completions":
+                return self._chat()
+            if path == "/v1/completions":
+                return self._completion()
+            if path == "/generate":
+                return self._generate()
+            return self._send(404, {"detail": "Not Found"})
+
+        # ------------------------------------------------------------------------------
+        def _check_model(self, body):
+            model = body.get("model")
+            if model not in (None, "") and model not in state.served_names:
+                self._error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+                return False
+            return True
+
+        def _maybe_hang(self):
+            if state.hang_requests:
+                state.hang_event.wait()  # never set: the engine stopped making progress
+
+        def _count(self, prompt, completion):
+            with state.lock:
+                state.counters["requests"] += 1
+                state.counters["prompt_tokens"] += prompt
+                state.counters["generation_tokens"] += completion
+
+        def _chat(self):
+            body = self._json_body()
+            if body is None:
+                return self._error(400, "Invalid JSON body")
+            if not self._check_model(body):
+                return None
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages:
+                return self._error(400, "`messages` must be a non-empty list", param="messages")
+            tools = body.get("tools") or []
+            tool_choice = body.get("tool_choice", "auto" if tools else "none")
+            use_tool = bool(tools) and tool_choice != "none"
+            if use_tool and tool_choice == "auto" and state.engine == "vllm" and not (
+                    state.auto_tool_choice and state.tool_call_parser):
+                return self._error(400, '"auto" tool choice requires --enable-auto-tool-choice and '
+                                        "--tool-call-parser to be set")
+            self._maybe_hang()
+            max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+            digest, text, finish, ptoks, reasoning = standin_answer(state, messages, max_tokens)
+            reasoning_key = "reasoning" if state.engine == "vllm" else "reasoning_content"
+            call = _tool_call(tools, tool_choice, digest) if use_tool else None
+            if call:
+                finish = "tool_calls"
+            ctoks = len(_words(text)) + (len(_words(reasoning)) if reasoning else 0)
+            self._count(ptoks, ctoks)
+            cid = f"chatcmpl-{digest}"
+            created = int(time.time())
+            if body.get("stream"):
+                return self._stream_chat(cid, created, text, reasoning, reasoning_key, call, finish, ptoks, ctoks, body)
+            message = {"role": "assistant", "content": None if call else text, reasoning_key: reasoning,
+                       "tool_calls": [call] if call else []}
+            return self._send(200, {
+                "id": cid, "object": "chat.completion", "created": created, "model": state.served,
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
+                             "stop_reason": None}],
+                "usage": {"prompt_tokens": ptoks, "total_tokens": ptoks + ctoks, "completion_tokens": ctoks},
+                "system_fingerprint": "lanekit-standin", "lanekit_standin": STANDIN_LABEL})
+
+        def _sse_start(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.send_header("X-Lanekit-Standin", f"{state.engine} {STANDIN_LABEL}")
+            self.end_headers()
+            self.close_connection = True
+
+        def _sse(self, obj):
+            data = obj if isinstance(obj, str) else json.dumps(obj)
+            self.wfile.write(f"data: {data}\n\n".encode())
+            self.wfile.flush()
+
+        def _stream_chat(self, cid, created, text, reasoning, reasoning_key, call, finish, ptoks, ctoks, body):
+            self._sse_start()
+
+            def chunk(delta, fin=None):
+                return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": state.served,
+                        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}]}
+
+            try:
+                self._sse(chunk({"role": "assistant", "content": ""}))
+                if reasoning:
+                    for w in _words(reasoning):
+                        self._sse(chunk({reasoning_key: w + " "}))
+                if call:
+                    self._sse(chunk({"tool_calls": [{"index": 0, **call}]}))
+                else:
+                    words = _words(text)
+                    for i, w in enumerate(words):
+                        self._sse(chunk({"content": w if i == 0 else " " + w}))
+                self._sse(chunk({}, finish))
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    self._sse({"id": cid, "object": "chat.completion.chunk", "created": created,
+                               "model": state.served, "choices": [],
+                               "usage": {"prompt_tokens": ptoks, "total_tokens": ptoks + ctoks,
+                                         "completion_tokens": ctoks}})
+                self._sse("[DONE]")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self._access(200)
+
+        def _completion(self):
+            body = self._json_body()
+            if body is None:
+                return self._error(400, "Invalid JSON body")
+            if not self._check_model(body):
+                return None
+            self._maybe_hang()
+            prompt = body.get("prompt", "")
+            prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
+            digest, text, finish, ptoks, _ = standin_answer(state, [{"role": "user", "content": prompt}],
+                                                            body.get("max_tokens", 16))
+            ctoks = len(_words(text))
+            self._count(ptoks, ctoks)
+            return self._send(200, {"id": f"cmpl-{digest}", "object": "text_completion", "created": int(time.time()),
+                                    "model": state.served,
+                                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+                                    "usage": {"prompt_tokens": ptoks, "total_tokens": ptoks + ctoks,
+                                              "completion_tokens": ctoks}})
+
+        def _generate(self):  # SGLang native API (used by its warm-up)
+            body = self._json_body()
+            if body is None:
+                return self._error(400, "Invalid JSON body")
+            self._maybe_hang()
+            text_in = body.get("text", "")
+            text_in = text_in if isinstance(text_in, str) else json.dumps(text_in)
+            sp = body.get("sampling_params") or {}
+            digest, text, finish, ptoks, _ = standin_answer(state, [{"role": "user", "content": text_in}],
+                                                            sp.get("max_new_tokens", 16))
+            ctoks = len(_words(text))
+            self._count(ptoks, ctoks)
+            return self._send(200, {"text": text, "meta_info": {"id": digest, "prompt_tokens": ptoks,
+                                                                "completion_tokens": ctoks,
+                                                                "finish_reason": {"type": finish}}})
+
+        def _metrics(self) -> str:
+            c = dict(state.counters)
+            name = state.served
+            if state.engine == "vllm":
+                lab = f'engine="0",model_name="{name}"'
+                lines = [
+                    f"# lanekit stand-in metrics ({STANDIN_LABEL})",
+                    "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+                    "# TYPE vllm:num_requests_running gauge",
+                    f"vllm:num_requests_running{{{lab}}} 0.0",
+                    "# TYPE vllm:num_requests_waiting gauge",
+                    f"vllm:num_requests_waiting{{{lab}}} 0.0",
+                    "# TYPE vllm:kv_cache_usage_perc gauge",
+                    f"vllm:kv_cache_usage_perc{{{lab}}} 0.0",
+                    "# TYPE vllm:prompt_tokens_total counter",
+                    f"vllm:prompt_tokens_total{{{lab}}} {float(c['prompt_tokens'])}",
+                    "# TYPE vllm:generation_tokens_total counter",
+                    f"vllm:generation_tokens_total{{{lab}}} {float(c['generation_tokens'])}",
+                    "# TYPE vllm:request_success_total counter",
+                    f'vllm:request_success_total{{{lab},finished_reason="stop"}} {float(c["requests"])}',
+                ]
+            else:
+                lab = f'model_name="{name}"'
+                lines = [
+                    f"# lanekit stand-in metrics ({STANDIN_LABEL})",
+                    "# TYPE sglang:num_running_reqs gauge",
+                    f"sglang:num_running_reqs{{{lab}}} 0.0",
+                    "# TYPE sglang:num_queue_reqs gauge",
+                    f"sglang:num_queue_reqs{{{lab}}} 0.0",
+                    "# TYPE sglang:prompt_tokens_total counter",
+                    f"sglang:prompt_tokens_total{{{lab}}} {float(c['prompt_tokens'])}",
+                    "# TYPE sglang:generation_tokens_total counter",
+                    f"sglang:generation_tokens_total{{{lab}}} {float(c['generation_tokens'])}",
+                    "# TYPE sglang:num_requests_total counter",
+                    f"sglang:num_requests_total{{{lab}}} {float(c['requests'])}",
+                ]
+            return "\n".join(lines) + "\n"
+
+    return Handler
