@@ -97,8 +97,8 @@ def pin_mismatch(pin: dict, content_hash: str, rootfs: str | None = None) -> str
     if not pin.get("present"):
         return "the image is not present"
     if pin.get("content_hash") != content_hash:
-        found = pin.get("content_hash") or "no content-hash label"
-        return f"the tag points at another image (content hash {found[:12]}, wanted {content_hash[:12]})"
+        found = (pin.get("content_hash") or "")[:12] or "no content-hash label"
+        return f"the tag points at another image (content hash {found}, wanted {content_hash[:12]})"
     if rootfs and pin.get("rootfs") != rootfs:
         return (f"the image has the right content hash but other layers (rootfs {pin.get('rootfs', '')[7:19]}, "
                 f"pinned {rootfs[7:19]}): it was rebuilt elsewhere")

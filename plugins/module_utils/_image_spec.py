@@ -159,7 +159,9 @@ def context_files(spec: dict) -> list[dict]:
         files.append({
             "path": rel,
             "sha256": _sha256_file(patch["path"]),
-            "mode": "0%o" % (os.stat(patch["path"]).st_mode & 0o777),
+            # Only the executable bit, as git records it: a checkout's umask (0644 vs 0664) must not
+            # change the hash, or two clones of the same commit would disagree with the lock.
+            "mode": "0755" if os.stat(patch["path"]).st_mode & 0o111 else "0644",
         })
     return sorted(files, key=lambda item: item["path"])
 

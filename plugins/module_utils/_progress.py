@@ -138,7 +138,7 @@ MILESTONES: tuple[Milestone, ...] = (
     _m(r"Capturing CUDA graphs", "graph_capture", "capture", ("vllm",)),
     _m(r"Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took",
        "warmup", "warmup", ("vllm",)),
-    _m(r"Starting vLLM server on|Application startup complete|Uvicorn running on", "ready", "api_up", ("vllm",)),
+    _m(r"Starting vLLM (?:API )?server(?: \d+)? on|Application startup complete|Uvicorn running on", "ready", "api_up", ("vllm",)),
     # SGLang
     _m(r"server_args=ServerArgs|Init torch distributed begin", "rendezvous", "rendezvous", ("sglang",)),
     _m(r"Init torch distributed ends|Load weight begin", "loading", "load_begin", ("sglang",)),
@@ -181,6 +181,7 @@ class RankLog:
         self.events: dict[str, float | None] = {}
         self.shards: tuple[int, int] | None = None
         self.shards_at: float | None = None
+        self.bar_start: tuple[float, int] | None = None
         self.shard_pct = 0
         self.tqdm_remaining_s: float | None = None
         self.capture: tuple[int, int] | None = None
@@ -226,6 +227,8 @@ class RankLog:
         shard = _SHARDS.search(text)
         if shard:
             pct, done, total = int(shard.group(1)), int(shard.group(2)), int(shard.group(3))
+            if ts is not None and (self.bar_start is None or total != (self.shards or (0, total))[1]):
+                self.bar_start = (ts, done)
             if self.shards is None or done >= self.shards[0] or total != self.shards[1]:
                 self.shards = (done, total)
                 self.shard_pct = pct
@@ -257,8 +260,10 @@ class RankLog:
         """Shards per second on this rank, from the weight bar's timestamps."""
         if self.shards is None or self.shards_at is None:
             return None
-        begin = self.events.get("load_begin")
         done = self.shards[0]
+        if self.bar_start is not None and done > self.bar_start[1] and self.shards_at > self.bar_start[0]:
+            return (done - self.bar_start[1]) / (self.shards_at - self.bar_start[0])
+        begin = self.events.get("load_begin")
         if begin is None or done <= 0 or self.shards_at <= begin:
             return None
         return done / (self.shards_at - begin)
@@ -526,12 +531,14 @@ class LaneTracker:
     def infer(self, statuses: Mapping[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
         out = {rank: dict(status) for rank, status in statuses.items()}
         running = [s for s in out.values() if s.get("state") == RUNNING]
-        all_loaded = bool(running) and all(
-            ORDER.get(s.get("phase", "started"), 0) >= ORDER["barrier"] for s in running
-        ) and len(running) == len(out)
-        head_up = any(
-            s.get("role") == "head" and s.get("phase") == "ready" for s in running
-        )
+        for status in running:
+            # A head whose API answers /health and lists the model is up, whatever its log says.
+            api = (status.get("probes") or {}).get("api") or {}
+            if status.get("role") == "head" and api.get("health_status") == 200 and api.get("model_listed"):
+                status["phase"] = "ready"
+        all_loaded = bool(running) and len(running) == len(out) and all(
+            ORDER.get(s.get("phase", "started"), 0) >= ORDER["barrier"] for s in running)
+        head_up = any(s.get("role") == "head" and s.get("phase") == "ready" for s in running)
         for status in running:
             if all_loaded and status.get("phase") == "barrier":
                 status["phase"] = "kv_profile"
@@ -704,9 +711,10 @@ class LaneTracker:
         matches = self._signature_matches(statuses)
         seen = {m.id for m in matches}
         derived = [m for m in extra if m is not None and m.id not in seen]
-        if sid is not None:
-            derived.append(sigs.derived(sid, ranks, detail))
         roots = [m for m in matches if m.signature.kind == sigs.ROOT]
+        if sid is not None and not (roots and sid == "container_exited"):
+            # (an exit explained by a known line needs no second, vaguer entry)
+            derived.append(sigs.derived(sid, ranks, detail))
         rest = [m for m in matches if m.signature.kind != sigs.ROOT]
         ordered = roots + derived + rest
         if roots:
@@ -797,6 +805,10 @@ class LaneTracker:
             head = [r for r, s in statuses.items() if s.get("role") == "head"] or [min(statuses)]
             return self._fail("api_unhealthy", statuses, head,
                               f"readiness failed {self.flaps} times after passing ({missing_probe})", line)
+        if ok:
+            # Serving: the budget and the stall clock only apply to a boot.
+            left, _ = self.eta(statuses)
+            return Verdict(WAITING, line, [], [], "", eta_s=left, elapsed_s=elapsed)
         if elapsed is not None and elapsed >= self.cfg.budget_s:
             behind, why = self._laggards(statuses)
             silent, why_silent = self._silent_hosts(statuses)

@@ -109,7 +109,6 @@ SIGNATURES: tuple[Signature, ...] = (
             "Use the DSA attention backend for DSA models: `--attention-backend dsa` with "
             "`--dsa-prefill-backend tilelang --dsa-decode-backend tilelang`."
         ),
-        engines=("sglang",),
     ),
     Signature(
         id="post_load_barrier_timeout",
@@ -127,7 +126,6 @@ SIGNATURES: tuple[Signature, ...] = (
             "drop caches during a load; the ranks still loading when the barrier expired are "
             "the slow nodes."
         ),
-        engines=("sglang",),
     ),
     Signature(
         id="flashinfer_sparse_mla_refused",
@@ -143,7 +141,6 @@ SIGNATURES: tuple[Signature, ...] = (
             "Do not select `flashinfer_sparse_mla`; use `--attention-backend dsa` with the "
             "tilelang DSA prefill and decode backends."
         ),
-        engines=("sglang",),
     ),
     Signature(
         id="fusedmoe_g1_scale_c",
@@ -155,7 +152,6 @@ SIGNATURES: tuple[Signature, ...] = (
             "checkpoint-quantized models)."
         ),
         fix="Add `--moe-runner-backend flashinfer_cutlass` (the supported NVFP4 MoE runner on SM120/121).",
-        engines=("sglang",),
     ),
     # --- multi-node -------------------------------------------------------------------
     Signature(
@@ -183,7 +179,6 @@ SIGNATURES: tuple[Signature, ...] = (
         pattern=_re(r"VLLM_ENGINE_READY_TIMEOUT_S|Timed out waiting for engine"),
         cause="The API front end waited longer than VLLM_ENGINE_READY_TIMEOUT_S for the engine cores (slow weight loading).",
         fix="Raise the lane's `boot.budget_s`, which the plan renders into VLLM_ENGINE_READY_TIMEOUT_S, above load plus warm-up.",
-        engines=("vllm",),
     ),
     Signature(
         id="sglang_watchdog_timeout",
@@ -191,7 +186,6 @@ SIGNATURES: tuple[Signature, ...] = (
         pattern=_re(r"watchdog timeout \(self\.watchdog_timeout|Scheduler watchdog timeout"),
         cause="A forward batch (often the first warm-up forward) ran longer than `--watchdog-timeout`.",
         fix="Raise `--watchdog-timeout` (the plan renders it from the boot budget) or shorten the warm-up (JIT caches).",
-        engines=("sglang",),
     ),
     Signature(
         id="memory_unbalanced",
@@ -199,7 +193,6 @@ SIGNATURES: tuple[Signature, ...] = (
         pattern=_re(r"memory capacity is unbalanced"),
         cause="SGLang compares free GPU memory across TP ranks before loading; unified-memory nodes differ by more than 10%.",
         fix="Set SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 in the lane env (DGX Spark unified memory).",
-        engines=("sglang",),
     ),
     Signature(
         id="sglang_kv_pool_too_small",
@@ -207,7 +200,6 @@ SIGNATURES: tuple[Signature, ...] = (
         pattern=_re(r"Not enough memory\. Please try to increase --mem-fraction-static"),
         cause="After the weights, `--mem-fraction-static` leaves too little memory for the KV pool.",
         fix="Raise `--mem-fraction-static` within the admission ceiling, or lower `--context-length`.",
-        engines=("sglang",),
     ),
     Signature(
         id="cuda_out_of_memory",
@@ -246,6 +238,20 @@ SIGNATURES: tuple[Signature, ...] = (
         pattern=_re(r"Cannot find image with name .*pull=never|No such image"),
         cause="The rank's pinned image is not present on that node's Docker daemon (ranks never pull).",
         fix="Run the image role for this lane so the pinned image is distributed to every node.",
+    ),
+    Signature(
+        id="ulimit_refused",
+        title="the node refused the container's ulimits",
+        pattern=_re(r"error setting rlimit type \d+: operation not permitted"),
+        cause=(
+            "The node's Docker daemon may not raise a resource limit (memlock, nofile, stack) as "
+            "high as the rank asks: the daemon itself runs with a lower hard limit or without "
+            "CAP_SYS_RESOURCE."
+        ),
+        fix=(
+            "Raise the daemon's limits on that node (for example LimitMEMLOCK=infinity and "
+            "LimitNOFILE in docker.service) or lower `lanekit_rank_ulimits` in the inventory."
+        ),
     ),
     Signature(
         id="image_wrong_arch",

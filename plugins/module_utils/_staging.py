@@ -770,6 +770,14 @@ class Stager:
                 "elsewhere." % (need / GIB, self.dest, free / GIB))
 
     def _clean_tmp(self):
+        # partial Hub downloads of a killed run (the client names them *.incomplete); only in our
+        # own default scratch, which no other stage can be using while we hold the lock
+        if not self.scratch_dir:
+            hf_dl = os.path.join(self.state_dir, "hf", ".cache", "huggingface", "download")
+            for root, _dirs, files in os.walk(hf_dl):
+                for name in files:
+                    if name.endswith(".incomplete"):
+                        _unlink_quiet(os.path.join(root, name))
         for name in os.listdir(self.tmp_dir):
             p = os.path.join(self.tmp_dir, name)
             try:

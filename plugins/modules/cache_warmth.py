@@ -83,8 +83,9 @@ options:
     default: 0.9
   device_memory_gib:
     description:
-      - Device memory in GiB the fraction applies to. Defaults to C(MemTotal) on unified-memory hosts and to
-        0 elsewhere (a discrete GPU's memory is not taken from the page cache).
+      - Device memory in GiB the fraction applies to on a unified-memory host. Defaults to C(MemTotal) there.
+      - Ignored on hosts with a discrete GPU, whose memory is not taken from the page cache; there only
+        O(headroom_gib) is kept free.
     type: float
   headroom_gib:
     description:
@@ -234,6 +235,11 @@ would_evict_bytes:
   description: Resident bytes an eviction would release (check mode).
   returned: check mode and O(state=evicted)
   type: int
+missing_files:
+  description: Manifest files that cannot be opened on this node; they are left out (M(lanekit.serving.weights_verify) is the gate for them).
+  returned: always
+  type: list
+  elements: str
 in_use_by:
   description: PIDs on this node that map or hold open the files.
   returned: O(state=evicted)
@@ -297,10 +303,12 @@ class CacheWarmth:
             uma = True
         elif p["memory_model"] == "discrete":
             uma = False
-        if p["device_memory_gib"] is not None:
+        if not uma:
+            device = 0  # a discrete GPU's memory is not taken from the page cache
+        elif p["device_memory_gib"] is not None:
             device = int(p["device_memory_gib"] * GIB)
         else:
-            device = mi_before.get("MemTotal", 0) if uma else 0
+            device = mi_before.get("MemTotal", 0)
         if not 0.0 <= p["memory_fraction"] <= 1.0:
             raise LanekitError("memory_fraction must be between 0 and 1, not %s." % p["memory_fraction"])
         claim = pc.engine_claim_bytes(p["memory_fraction"], device)
@@ -316,15 +324,20 @@ class CacheWarmth:
                       % (len(unknown), "; ".join(reasons)))
         missing = [r for r in order if before[r].reason and before[r].reason.startswith("cannot open")]
         if missing:
-            raise LanekitError("Cannot open these weight files on this node: %s. Check the mount and run "
-                               "weights_verify." % ", ".join(missing[:20]))
+            # weights_verify is the gate for missing files; here they are reported and left out
+            self.warn("%d weight file(s) cannot be opened on this node and are left out: %s."
+                      % (len(missing), ", ".join(missing[:10])))
+            order = [r for r in order if r not in missing]
+            sizes = {r: sizes[r] for r in order}
+            sum_before = pc.summarize([before[r] for r in order], self.psize)
+            unknown = sum_before["unknown_files"]
 
         non_resident = sum(max(0, sizes[r] - (before[r].resident_bytes(self.psize) or 0)) for r in order)
         cap = int(p["budget_gib"] * GIB) if p["budget_gib"] is not None else None
         budget = pc.warm_budget(mi_before.get("MemFree", 0), floor, non_resident, cap)
         res = {
             "changed": False, "path": self.path, "state": p["state"], "unified_memory": uma, "gpu_model": gpu,
-            "residency_before": sum_before, "bytes_read": 0, "bytes_skipped_resident": 0, "seconds": 0.0,
+            "residency_before": sum_before, "missing_files": missing, "bytes_read": 0, "bytes_skipped_resident": 0, "seconds": 0.0,
             "gib_per_s": 0.0, "limited_by": "none", "order": order[:50],
             "budget": {"memory_fraction": p["memory_fraction"], "device_memory": device, "engine_claim": claim,
                        "headroom": headroom, "memfree_floor": floor, "needed": non_resident, "budget": budget,

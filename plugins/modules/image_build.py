@@ -252,6 +252,10 @@ lock_entry:
   description: What the lock should record for O(arch) (empty in check mode when nothing is built yet).
   returned: always
   type: dict
+lock_document:
+  description: The whole lock document with RV(lock_entry) recorded for O(arch) (what the role writes); empty when there is no entry.
+  returned: always
+  type: dict
 lock_status:
   description: V(absent) (no entry yet), V(match), V(update) (differs and O(lock_update=true)), or V(unknown) in check mode before a build.
   returned: always
@@ -278,6 +282,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import
     lock_differences,
     lock_entry,
     lock_problem,
+    merge_lock,
     resolve_image,
 )
 
@@ -541,6 +546,7 @@ class ImageBuilder:
             lock_status = "unknown" if lock_status == "match" else lock_status
         result["lock_status"] = lock_status
         result["lock_entry"] = entry
+        result["lock_document"] = merge_lock(self.params["lock"], name, resolved["arch"], entry) if entry else {}
 
         result.update(
             image_id=pin_after["image_id"], rootfs=pin_after["rootfs"], repo_digests=pin_after["repo_digests"],

@@ -28,7 +28,7 @@ options:
     default: []
   lane:
     description:
-      - Also report every container labelled C(lanekit.lane=<lane>) on this node.
+      - Also report every container labelled C(io.lanekit.lane=<lane>) (or C(lanekit.lane=<lane>)) on this node.
     type: str
   since:
     description:
@@ -98,6 +98,9 @@ containers:
   contains:
     name: {description: Container name., type: str}
     exists: {description: Whether the container exists., type: bool}
+    running: {description: Whether the container runs., type: bool}
+    rank: {description: "Node rank from the C(io.lanekit.rank) label.", type: int}
+    role: {description: "Role from the C(io.lanekit.role) label (head, worker).", type: str}
     inspect: {description: "Subset of C(docker inspect): Id, Name, State, RestartCount, Config.Image, Config.Labels.", type: dict}
     lines: {description: Log lines with docker timestamps, oldest first., type: list, elements: str}
     log_error: {description: Why the log could not be read, if it could not., type: str}
@@ -138,6 +141,8 @@ import urllib.request
 from ansible.module_utils.basic import AnsibleModule
 
 _TS = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z")
+# The plan labels containers io.lanekit.<key>; plain lanekit.<key> is read too.
+LABEL_PREFIXES = ("io.lanekit", "lanekit")
 MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "SwapTotal", "SwapFree",
                 "Dirty", "Writeback", "Shmem", "Unevictable")
 
@@ -203,10 +208,14 @@ class Docker:
         return found
 
     def by_label(self, lane):
-        rc, out, err = self.run(["ps", "-a", "--filter", "label=lanekit.lane=%s" % lane, "--format", "{{.Names}}"])
-        if rc != 0:
-            self.module.fail_json(msg="docker ps failed on this node: %s" % err.decode("utf-8", "replace").strip())
-        return [n for n in out.decode("utf-8", "replace").split() if n]
+        names = []
+        for prefix in LABEL_PREFIXES:
+            rc, out, err = self.run(["ps", "-a", "--filter", "label=%s.lane=%s" % (prefix, lane),
+                                     "--format", "{{.Names}}"])
+            if rc != 0:
+                self.module.fail_json(msg="docker ps failed on this node: %s" % err.decode("utf-8", "replace").strip())
+            names += [n for n in out.decode("utf-8", "replace").split() if n and n not in names]
+        return names
 
     def logs(self, name, since=None, tail=None):
         args = ["logs", "--timestamps"]
@@ -327,6 +336,26 @@ def probe_api(spec):
     return result
 
 
+def label(labels, key):
+    for prefix in LABEL_PREFIXES:
+        value = (labels or {}).get("%s.%s" % (prefix, key))
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def rank_of(obj):
+    """(rank, role) of a rank container from its labels; (None, None) for others."""
+    labels = (obj.get("Config") or {}).get("Labels") or {}
+    rank = label(labels, "rank")
+    try:
+        rank = int(rank) if rank is not None else None
+    except ValueError:
+        rank = None
+    role = label(labels, "role") or (None if rank is None else ("head" if rank == 0 else "worker"))
+    return rank, role
+
+
 def inspect_subset(obj):
     config = obj.get("Config") or {}
     return {
@@ -368,6 +397,8 @@ def main():
         entry = {"name": name, "exists": obj is not None, "lines": [], "log_error": ""}
         if obj is not None:
             entry["inspect"] = inspect_subset(obj)
+            entry["rank"], entry["role"] = rank_of(obj)
+            entry["running"] = bool((obj.get("State") or {}).get("Running"))
             since = (params["since"] or {}).get(name) or (obj.get("State") or {}).get("StartedAt")
             if since and since.startswith("0001-"):
                 since = None

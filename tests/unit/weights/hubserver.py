@@ -75,7 +75,7 @@ class FakeHub:
         self.cdn = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self, "cdn"))
         for srv in (self.hub, self.cdn):
             srv.daemon_threads = True
-            threading.Thread(target=srv.serve_forever, daemon=True).start()
+            threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def stop(self):
         for srv in (self.hub, self.cdn):

@@ -191,17 +191,6 @@ class Faults:
             line,
         ]
 
-    def at(self, phase: str, rt: Runtime, before_fault=None) -> None:
-        """Call when the rank reaches `phase`."""
-        if self.fault_here(phase):
-            if before_fault:
-                before_fault()
-            raise Fatal(self.fault_lines(phase), 1)
-        if self.hang_here(phase):
-            emit(f"[lanekit stand-in] rank {self.node_rank} stops making progress at phase "
-                 f"'{phase}' (STANDIN_HANG_PHASE)", sys.stderr)
-            rt.hang()
-
 
 def phase_seconds() -> float:
     """STANDIN_PHASE_S: seconds spent in each post-load phase (default 1)."""

@@ -417,7 +417,9 @@ def vllm_parser(prog: str = "vllm serve", model_positional: bool = True) -> argp
 
 
 def sglang_parser(prog: str, model_positional: bool) -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, allow_abbrev=True,
+    usage = f"{prog} [-h] [model] [--model-path MODEL_PATH] [options]" if model_positional else \
+        f"{prog} [-h] --model-path MODEL_PATH [options]"
+    p = _Parser(prog=prog, allow_abbrev=True, usage=usage,
                 description="lanekit STAND-IN for SGLang's server (a test instrument: it runs no model).")
     if model_positional:
         p.add_argument("model_positional", nargs="?", default=None, metavar="model")
@@ -446,8 +448,9 @@ def vllm_preprocess(argv: list[str], prog: str = "vllm serve") -> list[str]:
             break
         if tok.startswith("--") and len(tok) > 2:
             key, eq, val = tok.partition("=")
-            key = "--" + key[2:].replace("_", "-")
             base, dot, path = key.partition(".")
+            base = "--" + base[2:].replace("_", "-")
+            key = base + dot + path
             if dot and base in VLLM_JSON_FLAGS:
                 if eq:
                     value = val

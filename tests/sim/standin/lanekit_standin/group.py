@@ -119,6 +119,7 @@ class Group:
         self.fingerprint = fingerprint
         self.on_peer_lost = on_peer_lost
         self.on_head_gone = on_head_gone
+        self.on_abort = None
         self.closing = False
         # head state
         self._listener: socket.socket | None = None
@@ -274,6 +275,10 @@ class Group:
     def _reader(self) -> None:
         for msg in self._head.lines():
             op = msg.get("op")
+            if op == "abort" and self.on_abort and not self.closing:
+                with self.rt.cond:
+                    self._abort_reason = msg.get("reason")
+                self.on_abort(msg.get("reason"))
             with self.rt.cond:
                 if op == "status":
                     self._joined_view = list(msg.get("joined", []))

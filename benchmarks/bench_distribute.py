@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+# Copyright: lanekit developers
+# Apache-2.0
+"""Benchmark: distribute a >= 1 GiB image to the 8 simulated nodes.
+
+Needs the simulated cluster (`make sim-up`). In one run it:
+
+1. builds a benchmark image (the vLLM stand-in base + a layer of incompressible random data,
+   `--blob-mib`, default 1024) on the builder spark-01 with the collection's image role;
+2. removes it from the other nodes and distributes it with the collection (role
+   lanekit.serving.image, method stream by default: one `docker save` on the builder streamed to
+   every node in parallel, each node proves it can run the image) and times the whole playbook;
+3. removes it again and distributes it the bring-up report's way: `docker save` on the builder
+   piped into `docker load` on one node after another (two argv processes joined by a pipe,
+   through `docker exec`, as `ssh a docker save | ssh b docker load` would), and times it;
+4. re-runs the collection with every node current and times that;
+
+then prints both times, the ratio, and the re-run's share of one serial transfer. Only loopback
+and the simulated cluster's containers are contacted. The benchmark image and its lock live
+under .sim/bench and are removed from the nodes at the end (``--keep`` keeps them).
+
+    .venv/bin/python benchmarks/bench_distribute.py [--blob-mib 1024] [--method stream|registry]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, ".collections"))
+
+import yaml  # noqa: E402
+
+from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (  # noqa: E402
+    load_image_spec,
+    resolve_image,
+)
+
+NODES = [f"spark-{i:02d}" for i in range(1, 9)]
+CONTAINER = "lksim-{}"
+BUILDER = "spark-01"
+BASE_IMAGE = "mistral-large4-vllm"  # the stand-in whose sim pin the benchmark image builds on
+WORK = os.path.join(REPO, ".sim", "bench")
+SIM_REGISTRY = "172.31.213.2:5000"
+
+BLOB_PATCH = '''#!/usr/bin/env python3
+"""Benchmark payload: {mib} MiB of incompressible data in /opt/bench/blob."""
+import os
+os.makedirs("/opt/bench", exist_ok=True)
+with open("/opt/bench/blob", "wb") as handle:
+    for _ in range({mib} // 4):
+        handle.write(os.urandom(4 << 20))
+print("bench blob written")
+'''
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def docker_exec(node: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", "exec", CONTAINER.format(node), "docker", *args],
+                          capture_output=True, text=True, check=check)
+
+
+def sim_pins() -> dict:
+    path = os.path.join(REPO, "inventories", "sim", "group_vars", "all", "sim_pins.yml")
+    if not os.path.isfile(path):
+        sys.exit(f"{path} is missing: bring the simulated cluster up first (make sim-up).")
+    with open(path, encoding="utf-8") as handle:
+        return (yaml.safe_load(handle) or {}).get("lanekit_image_digests") or {}
+
+
+def check_sim() -> None:
+    for node in NODES:
+        done = subprocess.run(["docker", "exec", CONTAINER.format(node), "docker", "version", "--format", "{{.Server.Version}}"],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"node {node} ({CONTAINER.format(node)}) is not running a docker engine: {done.stderr.strip()} "
+                     f"Bring the simulated cluster up first (make sim-up).")
+
+
+def write_spec(blob_mib: int, pins: dict) -> dict:
+    """The benchmark image spec under .sim/bench/images/bench-blob; returns the plan's image section."""
+    name = "bench-blob"
+    images_dir = os.path.join(WORK, "images")
+    spec_dir = os.path.join(images_dir, name)
+    shutil.rmtree(spec_dir, ignore_errors=True)
+    os.makedirs(os.path.join(spec_dir, "patches"))
+    digest = (pins.get(BASE_IMAGE) or {}).get("amd64")
+    if not digest:
+        sys.exit(f"sim_pins.yml has no amd64 digest for {BASE_IMAGE}; re-run make sim-up.")
+    spec = {
+        "name": name,
+        "description": f"Benchmark image: the vLLM stand-in plus {blob_mib} MiB of random data.",
+        "upstream": {"repository": "vllm/vllm-openai", "tag": "mistral-large-4", "digests": {"amd64": digest}},
+        "entrypoint": ["vllm", "serve"],
+        "patches": [{"file": "patches/make_blob.py"}],
+        "lanes": ["benchmark"],
+    }
+    with open(os.path.join(spec_dir, "image.yml"), "w", encoding="utf-8") as handle:
+        yaml.safe_dump(spec, handle, sort_keys=False)
+    patch = os.path.join(spec_dir, "patches", "make_blob.py")
+    with open(patch, "w", encoding="utf-8") as handle:
+        handle.write(BLOB_PATCH.format(mib=blob_mib))
+    os.chmod(patch, 0o644)
+    resolved = resolve_image(load_image_spec(images_dir, name), "amd64", {})
+    keys = ("name", "ref", "content_hash", "base_ref", "base_digest", "arch", "platform", "pinned", "pin_problem",
+            "spec_dir", "entrypoint", "patches", "labels", "repository", "tag")
+    return {key: resolved[key] for key in keys}
+
+
+def write_playbook() -> str:
+    path = os.path.join(WORK, "distribute.yml")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(
+            "---\n"
+            "- name: Benchmark the image role\n"
+            "  hosts: lane_nodes\n"
+            "  gather_facts: false\n"
+            "  roles:\n"
+            "    - role: lanekit.serving.image\n"
+        )
+    return path
+
+
+def run_role(playbook: str, plan_image: dict, method: str, label: str) -> tuple[float, str]:
+    extra = {
+        "image_plan": plan_image,
+        "image_lock_file": os.path.join(WORK, "bench-blob.image.lock.yml"),
+        "image_lock_update": True,
+        "image_method": method,
+        "image_builder": BUILDER,
+    }
+    if method == "registry":
+        extra["image_registry"] = SIM_REGISTRY
+    extra_file = os.path.join(WORK, "extra.json")
+    with open(extra_file, "w", encoding="utf-8") as handle:
+        json.dump(extra, handle)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    binary = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+    start = time.monotonic()
+    done = subprocess.run([binary, "-i", os.path.join(REPO, "inventories", "sim"), playbook, "-e", f"@{extra_file}"],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - start
+    with open(os.path.join(WORK, f"{label}.log"), "w", encoding="utf-8") as handle:
+        handle.write(done.stdout + done.stderr)
+    if done.returncode != 0:
+        sys.exit(f"{label}: ansible-playbook failed (exit {done.returncode}); see {WORK}/{label}.log\n"
+                 + "\n".join(done.stdout.splitlines()[-25:]))
+    recap = [line for line in done.stdout.splitlines() if line.startswith("spark-")]
+    return seconds, "\n".join(recap)
+
+
+def remove_everywhere_but_builder(ref: str) -> None:
+    for node in NODES:
+        if node == BUILDER:
+            continue
+        docker_exec(node, "image", "rm", "--force", ref, check=False)
+        docker_exec(node, "image", "prune", "--force", check=False)
+
+
+def serial_save_load(ref: str) -> list[float]:
+    """The report's way: docker save on the builder | docker load on each node, one after another."""
+    times = []
+    for node in NODES:
+        if node == BUILDER:
+            continue
+        start = time.monotonic()
+        save = subprocess.Popen(["docker", "exec", CONTAINER.format(BUILDER), "docker", "save", ref],
+                                stdout=subprocess.PIPE)
+        load = subprocess.run(["docker", "exec", "-i", CONTAINER.format(node), "docker", "load"],
+                              stdin=save.stdout, capture_output=True, text=True, check=False)
+        save.stdout.close()
+        if save.wait() != 0 or load.returncode != 0:
+            sys.exit(f"serial save|load to {node} failed: {load.stderr.strip()}")
+        times.append(time.monotonic() - start)
+        log(f"  serial: {node} loaded in {times[-1]:.1f} s")
+    return times
+
+
+def image_bytes(ref: str) -> int:
+    done = docker_exec(BUILDER, "image", "inspect", "--format", "{{.Size}}", ref)
+    return int(done.stdout.strip())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blob-mib", type=int, default=1024, help="random payload in MiB (default 1024)")
+    parser.add_argument("--method", choices=["stream", "registry"], default="stream")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark image on the nodes")
+    args = parser.parse_args()
+
+    check_sim()
+    os.makedirs(WORK, exist_ok=True)
+    plan_image = write_spec(args.blob_mib, sim_pins())
+    playbook = write_playbook()
+    ref = plan_image["ref"]
+    log(f"benchmark image {ref}: vLLM stand-in + {args.blob_mib} MiB random data, builder {BUILDER}, "
+        f"{len(NODES)} nodes, method {args.method}")
+
+    log("setup: build on the builder and distribute once (not timed)")
+    run_role(playbook, plan_image, args.method, "setup")
+    size = image_bytes(ref)
+    log(f"  image size {size / (1 << 30):.2f} GiB")
+    if size < (1 << 30):
+        log("  warning: the image is smaller than 1 GiB; raise --blob-mib")
+
+    remove_everywhere_but_builder(ref)
+    log("collection: fresh nodes (7 lack the image)")
+    collection_s, recap = run_role(playbook, plan_image, args.method, "collection")
+    log(recap)
+
+    remove_everywhere_but_builder(ref)
+    log("serial docker save | docker load, one node after another")
+    serial = serial_save_load(ref)
+    serial_s = sum(serial)
+
+    log("collection: re-run with every node current")
+    rerun_s, recap = run_role(playbook, plan_image, args.method, "rerun")
+    log(recap)
+
+    one_transfer = serial_s / len(serial)
+    log("")
+    log(f"image {ref}, {size / (1 << 30):.2f} GiB, to {len(NODES)} nodes ({len(serial)} transfers from {BUILDER})")
+    log(f"serial save|load (report's way):   {serial_s:7.1f} s  ({one_transfer:.1f} s per node)")
+    log(f"collection, fresh nodes ({args.method}): {collection_s:7.1f} s  (whole playbook, incl. exec probes and pin checks)")
+    log(f"speed-up:                          {serial_s / collection_s:7.2f}x")
+    log(f"collection, all nodes current:     {rerun_s:7.1f} s  ({rerun_s / one_transfer:.2f} of one serial transfer)")
+
+    if not args.keep:
+        remove_everywhere_but_builder(ref)
+        docker_exec(BUILDER, "image", "rm", "--force", ref, check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+#!/usr/bin/python
+# Copyright: lanekit developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: lane_wait
+short_description: Wait for a lane to boot with live progress, fail fast with the cause, keep the evidence
+version_added: 0.1.0
+description:
+  - Controller-side action (this file only documents it). Run it on B(every) node of the lane
+    in one task (not C(run_once)); each node's worker process polls its own rank containers
+    with M(lanekit.serving.rank_status), and the head's worker (the coordinator) combines
+    them, prints one status line per poll and decides.
+  - 'The status line shows, for every rank, its phase read from its log: container started,
+    rendezvous, loading k/N shards, post-load barrier, KV profiling, graph capture, warm-up, up;
+    then the time left estimated from the weight-load rate and the plan''s expected warm-up,
+    warnings (post-load barrier about to close, ETA beyond the budget) and the time without
+    progress.'
+  - 'Ready means: the API port accepts, C(/health) answers 200, C(/v1/models) lists the served
+    model, one streamed chat completion returns a first token, SGLang worker health servers
+    answer 200, and all of it holds for O(stability_s).'
+  - 'Fails at the first poll that sees: a rank container that exited (or is missing), a
+    known fatal line in any rank''s log, no progress for O(stall_s), or the boot budget spent.
+    The failure names the rank(s), the matched failure signatures with their cause and fix,
+    and writes a bundle under C(reports/<lane>/<UTC timestamp>/) on the controller: every
+    rank''s log tail, full log and C(docker inspect), each node''s C(/proc/meminfo), the plan,
+    the verdict and the status history. Containers are left in place.'
+  - With O(mode=status) it gathers once and prints a per-rank table (state, phase, uptime,
+    restarts, image). With O(mode=explain) it matches O(text) (for example a docker start
+    error) against the failure signatures and fails with the explanation.
+options:
+  plan:
+    description:
+      - The lane's plan, as published by the preflight role in C(lanekit_plan) (see
+        docs/contracts.md). Its C(boot) mapping gives the budget, stall and poll times.
+      - Required for O(mode=wait). For O(mode=status) without a plan, O(lane) names the lane and
+        its containers are found by their C(lanekit.lane) label.
+    type: dict
+  lane:
+    description: Lane name, for O(mode=status) without a plan.
+    type: str
+  mode:
+    description: What to do.
+    type: str
+    choices: [wait, status, explain]
+    default: wait
+  budget_s:
+    description: Boot budget in seconds, counted from the first rank's start. Default C(plan.boot.budget_s).
+    type: float
+  stall_s:
+    description: Fail when no rank made progress for this long. Default C(plan.boot.stall_s).
+    type: float
+  poll_s:
+    description: Seconds between polls. Default C(plan.boot.poll_s).
+    type: float
+  stability_s:
+    description: How long every readiness probe must keep passing. Default C(plan.boot.stability_s) or 30.
+    type: float
+  chat_probe:
+    description: Require one streamed chat completion to return a first token.
+    type: bool
+    default: true
+  chat_timeout_s:
+    description: Seconds allowed for the first token of the chat probe.
+    type: float
+    default: 120
+  probe_from:
+    description:
+      - Where the API probes run. V(head) runs them on the head node (it always reaches its own
+        fabric address); V(controller) runs them from the controller.
+    type: str
+    choices: [head, controller]
+    default: head
+  probe_address:
+    description: Address to probe instead of C(plan.api.address).
+    type: str
+  tail_lines:
+    description: Lines of each rank's log kept as its tail (status, bundle).
+    type: int
+    default: 400
+  reports_dir:
+    description:
+      - Where bundles go. Default C(lanekit_reports_dir), else C(reports/) beside the playbooks
+        directory.
+    type: path
+  sync_timeout_s:
+    description: How long the coordinator waits each poll for the other nodes' reports. Default 0.8 x poll, 3 to 30 s.
+    type: float
+  bundle_timeout_s:
+    description: How long the coordinator waits for the nodes to copy their full logs into the bundle.
+    type: float
+    default: 300
+  text:
+    description: Text to explain (O(mode=explain)).
+    type: str
+  engine:
+    description: Engine (V(vllm), V(sglang)) when there is no plan (status, explain).
+    type: str
+  context:
+    description: Sentence put before the explanation (O(mode=explain)).
+    type: str
+    default: ""
+  fail:
+    description: With O(mode=explain), fail the task (the explanation is the message).
+    type: bool
+    default: true
+notes:
+  - Needs one fork per lane node (C(forks) >= nodes) and every lane node in the play batch.
+  - In check mode nothing was started, so the wait is skipped.
+seealso:
+  - module: lanekit.serving.rank_status
+author:
+  - lanekit developers
+attributes:
+  check_mode:
+    support: none
+    details: Skipped in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: It only reads; a failure writes a new bundle.
+"""
+
+EXAMPLES = r"""
+---
+- name: Wait for the lane
+  lanekit.serving.lane_wait:
+    plan: "{{ lanekit_plan }}"
+  any_errors_fatal: true
+
+- name: Per-rank table of a running lane
+  lanekit.serving.lane_wait:
+    mode: status
+    lane: mistral-large4-nvfp4-8x-vllm
+"""
+
+RETURN = r"""
+status:
+  description: V(ready) or V(failed) (coordinator only).
+  returned: wait mode
+  type: str
+boot_s:
+  description: Seconds from the first rank's start to ready.
+  returned: when ready
+  type: float
+api:
+  description: The last API probe (url, health_status, models, ttft_s).
+  returned: when ready
+  type: dict
+bundle:
+  description: Path of the failure bundle on the controller.
+  returned: when failed
+  type: str
+culprits:
+  description: Node ranks blamed for the failure.
+  returned: when failed
+  type: list
+  elements: int
+signatures:
+  description: Matched failure signatures (id, title, ranks, evidence, cause, fix), root causes first.
+  returned: when failed or in explain mode
+  type: list
+  elements: dict
+status_line:
+  description: The last status line.
+  returned: when failed
+  type: str
+history:
+  description: The last status lines.
+  returned: wait mode
+  type: list
+  elements: str
+ranks:
+  description: Every rank's last status.
+  returned: coordinator
+  type: list
+  elements: dict
+table:
+  description: The per-rank table lines.
+  returned: status mode (coordinator)
+  type: list
+  elements: str
+"""
