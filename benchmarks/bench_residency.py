@@ -130,8 +130,9 @@ def main():
 
     total = a.files * size
     print()
-    print("checkpoint: %d files x %.2f GiB = %.1f GiB (sparse), %.2f GiB resident; kernel %s; page %d B" % (
-        a.files, a.file_gib, total / GIB, o_res / GIB, os.uname().release, ps))
+    print("checkpoint: %d files x %.2f GiB = %.1f GiB (sparse), %.2f GiB resident; kernel %s; page %d B; "
+          "load %.1f; best of %d" % (a.files, a.file_gib, total / GIB, o_res / GIB, os.uname().release, ps,
+                                    os.getloadavg()[0], a.repeat))
     print("resident bytes agree: fincore %d, ours %d, ours-process %d, mincore %d -> %s" % (
         f_res, o_res, p_res, m_res, "yes" if len({f_res, o_res, p_res, m_res}) == 1 else "NO"))
     print("%-46s best %9.3f ms  median %9.3f ms" % ("baseline fincore (process)", f_best * 1e3, f_med * 1e3))

@@ -66,7 +66,7 @@ def main():
     ap.add_argument("--file-mib", type=int, default=512, help="default 8 x 512 MiB = 4 GiB; 64 for a quick run")
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--block-mib", type=int, default=16)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workdir", default="/var/tmp/lanekit-bench-warm")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
@@ -88,24 +88,36 @@ def main():
         return sum(pc.measure_file(p, psize=ps).resident_bytes(ps) for p in paths)
 
     cat_t, ours_t = [], []
-    for r in range(a.rounds):
+
+    def run_cat():
         evict(paths)
         cold = resident()
         t = time.perf_counter()
         with open(os.devnull, "wb") as null:
             subprocess.run(["cat"] + paths, stdout=null, check=True)
         cat_t.append(time.perf_counter() - t)
-        after_cat = resident()
+        return cold, resident()
+
+    def run_ours():
         evict(paths)
-        cold2 = resident()
+        cold = resident()
         t = time.perf_counter()
         w = pc.warm_files([(p, size) for p in paths], threads=a.threads, block_size=a.block_mib * MIB)
         ours_t.append(time.perf_counter() - t)
-        after_ours = resident()
+        return cold, resident(), w
+
+    for r in range(a.rounds):
+        # alternate the order so a change of machine load does not favour one side
+        if r % 2 == 0:
+            c0, c1 = run_cat()
+            o0, o1, w = run_ours()
+        else:
+            o0, o1, w = run_ours()
+            c0, c1 = run_cat()
         print("round %d: cat %.2f s (resident %.0f%% -> %.0f%%), ours %.2f s (%.0f%% -> %.0f%%, read %.2f GiB, "
-              "skipped %.2f GiB resident, limited by %s)" % (
-                  r + 1, cat_t[-1], 100 * cold / total, 100 * after_cat / total, ours_t[-1],
-                  100 * cold2 / total, 100 * after_ours / total, w.bytes_read / GIB,
+              "skipped %.2f GiB already resident by readahead, limited by %s)" % (
+                  r + 1, cat_t[-1], 100 * c0 / total, 100 * c1 / total, ours_t[-1],
+                  100 * o0 / total, 100 * o1 / total, w.bytes_read / GIB,
                   w.bytes_skipped_resident / GIB, w.limited_by), flush=True)
     t = time.perf_counter()
     w2 = pc.warm_files([(p, size) for p in paths], threads=a.threads, block_size=a.block_mib * MIB)
@@ -118,8 +130,8 @@ def main():
     gib = total / GIB
     c, o = min(cat_t), min(ours_t)
     print()
-    print("files: %d x %d MiB = %.2f GiB on %s; threads=%d block=%d MiB; %d cores" % (
-        a.files, a.file_mib, gib, a.workdir, a.threads, a.block_mib, os.cpu_count()))
+    print("files: %d x %d MiB = %.2f GiB on %s; threads=%d block=%d MiB; %d cores, load %.1f; best of %d rounds" % (
+        a.files, a.file_mib, gib, a.workdir, a.threads, a.block_mib, os.cpu_count(), os.getloadavg()[0], a.rounds))
     print("%-40s best %7.2f s  %6.2f GiB/s" % ("baseline cat files > /dev/null", c, gib / c))
     print("%-40s best %7.2f s  %6.2f GiB/s" % ("ours warm_files (cold)", o, gib / o))
     print("%-40s      %7.3f s  (read %d bytes)" % ("ours warm_files (already resident)", noop, w2.bytes_read))

@@ -672,8 +672,10 @@ class _Ctx:
             msg = (f"Lane {self.lane} is ready: {len(statuses)} ranks up, API {api.get('url', '?')} serves "
                    f"{(self.plan.get('api') or {}).get('served_model_name', '?')}"
                    + (f", first token in {api.get('ttft_s')} s" if api.get("ttft_s") is not None else "")
-                   + f"; boot took {progress.fmt_duration(elapsed)} of a {progress.fmt_duration(self.cfg.budget_s)} budget.")
-            result.update(changed=False, msg=msg, status="ready", boot_s=elapsed, api=api,
+                   + (f"; it was already serving (up {progress.fmt_duration(elapsed)})." if verdict.already_serving else
+                      f"; boot took {progress.fmt_duration(elapsed)} of a {progress.fmt_duration(self.cfg.budget_s)} budget."))
+            result.update(changed=False, msg=msg, status="ready", boot_s=None if verdict.already_serving else elapsed,
+                          already_serving=verdict.already_serving, api=api,
                           ranks=[statuses[k] for k in sorted(statuses)], history=tracker.history[-50:])
             display.display(msg)
             return result

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -40,6 +41,8 @@ _ARCH_ALIASES = {
     "arm64/v8": "arm64",
 }
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
 _NO_SUCH = ("no such image", "no such object", "not found", "no such container")
 
 
@@ -53,12 +56,18 @@ def normalize_arch(value: str | None) -> str:
     return _ARCH_ALIASES.get(text, text)
 
 
+def strip_ansi(text: str) -> str:
+    """Remove terminal colour codes (docker build prints a RUN step's stderr in red)."""
+    return _ANSI.sub("", text)
+
+
 def tail(text: str | bytes | None, lines: int = 12) -> str:
     """The last ``lines`` non-empty lines of a command's output, for error sentences."""
     if text is None:
         return ""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
+    text = _ANSI.sub("", text)
     kept = [line.rstrip() for line in text.splitlines() if line.strip()]
     return "\n".join(kept[-lines:])
 

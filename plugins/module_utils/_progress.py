@@ -130,8 +130,10 @@ def _m(pattern: str, phase: str, event: str, engines: tuple[str, ...] = ()) -> M
 MILESTONES: tuple[Milestone, ...] = (
     # vLLM
     _m(r"Launching vLLM .*headless|headless multiproc executor|Initializing a V1 LLM engine"
-       r"|distributed_init_method=|vLLM API server version", "rendezvous", "rendezvous", ("vllm",)),
-    _m(r"is assigned as DP rank|vLLM is using nccl|Starting to load model", "loading", "load_begin", ("vllm",)),
+       r"|distributed_init_method=|vLLM API server version|Waiting for \d+ node\(s\) to join",
+       "rendezvous", "rendezvous", ("vllm",)),
+    _m(r"is assigned as DP rank|vLLM is using nccl|Starting to load model|All \d+ nodes joined",
+       "loading", "load_begin", ("vllm",)),
     _m(r"Loading weights took|Model loading took", "barrier", "loaded", ("vllm",)),
     _m(r"Memory profiling takes|Available KV cache memory|KV cache size: |Maximum concurrency for"
        r"|torch\.compile takes|Dynamo bytecode transform", "kv_profile", "profile", ("vllm",)),
@@ -142,7 +144,7 @@ MILESTONES: tuple[Milestone, ...] = (
     # SGLang
     _m(r"server_args=ServerArgs|Init torch distributed begin", "rendezvous", "rendezvous", ("sglang",)),
     _m(r"Init torch distributed ends|Load weight begin", "loading", "load_begin", ("sglang",)),
-    _m(r"Load weight end", "barrier", "loaded", ("sglang",)),
+    _m(r"Load weight end|Post-load barrier", "barrier", "loaded", ("sglang",)),
     _m(r"Memory pool end|KV Cache is allocated|max_total_num_tokens=", "kv_profile", "profile", ("sglang",)),
     _m(r"Capture cuda graph begin|Capturing batches", "graph_capture", "capture", ("sglang",)),
     _m(r"Capture cuda graph end|NCCL/RCCL/HCCL warmup completed|Uvicorn running on|Application startup complete",
@@ -432,6 +434,7 @@ class Verdict:
     summary: str = ""
     eta_s: float | None = None
     elapsed_s: float | None = None
+    already_serving: bool = False
 
     @property
     def done(self) -> bool:
@@ -523,6 +526,7 @@ class LaneTracker:
         self.rank_print: dict[int, tuple] = {}
         self.stable_since: float | None = None
         self.was_ready_once = False
+        self.first_ok_poll: int | None = None
         self.flaps = 0
         self.polls = 0
         self.history: list[str] = []
@@ -580,7 +584,9 @@ class LaneTracker:
         if ORDER[phase] < ORDER["loading"]:
             if self.cfg.expected_load_s is None:
                 return None, ""
-            return self.cfg.expected_load_s + (warm or 0.0), "plan"
+            # Nothing measured yet: the plan's figures, less the time already spent.
+            spent = self.elapsed(statuses) or 0.0
+            return self.cfg.expected_load_s + (warm or 0.0) - spent, "plan"
         if phase == "loading":
             barred = [s for s in running if s.get("shards")]
             left: float | None = None
@@ -648,7 +654,9 @@ class LaneTracker:
         elapsed = self.elapsed(statuses)
         parts = [f"[{clock}] {self.lane} {fmt_duration(elapsed)}/{fmt_duration(self.cfg.budget_s)}", ranks_txt]
         left, how = self.eta(statuses)
-        if left is not None and left > 0:
+        if left is not None and left < 0:
+            parts.append(f"ETA overdue by {fmt_duration(-left)} (plan)")
+        elif left is not None and left > 0:
             eta = f"ETA ~{fmt_duration(left)}"
             if how and how != "plan":
                 eta += f" ({how})"
@@ -718,7 +726,7 @@ class LaneTracker:
         rest = [m for m in matches if m.signature.kind != sigs.ROOT]
         ordered = roots + derived + rest
         if roots:
-            culprits = sorted(set(roots[0].ranks))
+            culprits = sorted(set(roots[0].blamed or roots[0].ranks))
         elif derived and derived[0].ranks:
             culprits = sorted(set(derived[0].ranks))
         else:
@@ -758,6 +766,8 @@ class LaneTracker:
         ok, missing_probe = readiness(self.engine, statuses, self.cfg.chat_probe)
         note = ""
         if ok:
+            if self.first_ok_poll is None:
+                self.first_ok_poll = self.polls
             if self.stable_since is None:
                 self.stable_since = now
             self.was_ready_once = True
@@ -800,7 +810,9 @@ class LaneTracker:
                               f"{fatal[0].signature.title} on {fmt_ranks(fatal[0].ranks)}"
                               " (the rank printed a fatal error and is going down)", line)
         if ok and self.stable_since is not None and now - self.stable_since >= self.cfg.stability_s:
-            return Verdict(READY, line, [], [], "ready", eta_s=0.0, elapsed_s=elapsed)
+            verdict = Verdict(READY, line, [], [], "ready", eta_s=0.0, elapsed_s=elapsed)
+            verdict.already_serving = self.first_ok_poll == 1
+            return verdict
         if self.flaps >= self.cfg.max_flaps:
             head = [r for r, s in statuses.items() if s.get("role") == "head"] or [min(statuses)]
             return self._fail("api_unhealthy", statuses, head,

@@ -52,6 +52,9 @@ class Signature:
     # fatal: once printed the boot is lost, even if the container still runs.
     fatal: bool = True
     engines: tuple[str, ...] = ()
+    # Optional pattern whose group "ranks" lists the node ranks the line itself blames
+    # (e.g. "Missing node ranks: 5, 7"): those ranks, not the one printing, are at fault.
+    blame: re.Pattern | None = None
 
     @property
     def derived(self) -> bool:
@@ -163,6 +166,7 @@ SIGNATURES: tuple[Signature, ...] = (
             r"|DistNetworkError|DistStoreError"
             r"|Timed out waiting for .*(?:peers|ranks) to (?:join|connect)"
         ),
+        blame=_re(r"Missing node ranks: (?P<ranks>\d+(?:, ?\d+)*)"),
         cause=(
             "The distributed rendezvous on the head's address timed out because at least one "
             "rank never connected."
@@ -274,6 +278,7 @@ SIGNATURES: tuple[Signature, ...] = (
             r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*timed? ?out"
             r"|Timeout at NCCL work|NCCL.*operation timed out"
         ),
+        blame=_re(r"Missing node ranks: (?P<ranks>\d+(?:, ?\d+)*)"),
         kind=CONSEQUENCE,
         cause=(
             "A collective waited longer than the distributed timeout: usually another rank "
@@ -305,7 +310,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         id="peer_connection_lost",
         title="a peer connection was lost",
-        pattern=_re(r"Connection reset by peer|Broken pipe|Connection closed by peer|RuntimeError: Connection"),
+        pattern=_re(r"Connection reset by peer|Broken pipe|Connection closed by peer|RuntimeError: Connection"
+                    r"|the TP group is broken"),
         kind=CONSEQUENCE,
         fatal=False,
         cause="A rank lost its connection to a peer, usually because that peer exited.",
@@ -324,7 +330,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         id="stalled",
-        title="no progress",
+        title="lane stalled",
         cause="No rank made progress (phase, shards, graph capture, API) for longer than the lane's stall time.",
         fix=(
             "Read the named ranks' log tails in the bundle; a hung node, a cold page cache "
@@ -444,6 +450,7 @@ class SignatureMatch:
     ranks: list[int] = field(default_factory=list)
     evidence: str = ""
     detail: str = ""
+    blamed: list[int] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -455,6 +462,7 @@ class SignatureMatch:
             "title": self.signature.title,
             "kind": self.signature.kind,
             "ranks": list(self.ranks),
+            "blamed": list(self.blamed),
             "evidence": self.evidence,
             "detail": self.detail,
             "cause": self.signature.cause,
@@ -471,7 +479,22 @@ def collect(found_by_rank: Mapping[int, Mapping[str, str]]) -> list[SignatureMat
             if match is None:
                 match = matches[sig_id] = SignatureMatch(get(sig_id), [], evidence)
             match.ranks.append(rank)
+            for blamed in blamed_ranks(match.signature, evidence):
+                if blamed not in match.blamed:
+                    match.blamed.append(blamed)
+    for match in matches.values():
+        match.blamed.sort()
     return sort_matches(matches.values())
+
+
+def blamed_ranks(sig: Signature, evidence: str) -> list[int]:
+    """Node ranks a line blames (its 'Missing node ranks: ...'), if the signature reads any."""
+    if sig.blame is None or not evidence:
+        return []
+    found = sig.blame.search(evidence)
+    if not found:
+        return []
+    return [int(x) for x in re.findall(r"\d+", found.group("ranks"))]
 
 
 def sort_matches(matches: Iterable[SignatureMatch]) -> list[SignatureMatch]:
@@ -499,8 +522,12 @@ def rank_names(ranks: Sequence[int], hosts: Mapping[int, str] | None = None) -> 
 def describe(match: SignatureMatch, hosts: Mapping[int, str] | None = None) -> str:
     """One paragraph: which ranks, what they printed, why, and the fix."""
     sig = match.signature
-    head = f"[{sig.id}] {sig.title}: {rank_names(match.ranks, hosts)}"
+    head = f"[{sig.id}] {sig.title}"
+    if match.ranks:
+        head += f": {rank_names(match.ranks, hosts)}"
     parts = [head + "."]
+    if match.blamed:
+        parts.append(f"The line blames {rank_names(match.blamed, hosts)}.")
     if match.detail:
         parts.append(match.detail.rstrip(".") + ".")
     if match.evidence:
@@ -513,4 +540,7 @@ def describe(match: SignatureMatch, hosts: Mapping[int, str] | None = None) -> s
 def explain_text(text: str, engine: str | None = None) -> list[SignatureMatch]:
     """Matches for a free text (e.g. a docker error message), roots first."""
     found = scan_text(text, engine)
-    return collect({0: found}) if found else []
+    matches = collect({0: found}) if found else []
+    for match in matches:
+        match.ranks = []
+    return matches

@@ -535,9 +535,10 @@ class Stager:
 
     def __init__(self, source, dest, model_id=None, revision=None, verify="quick", workers=4,
                  block_size=16 * MIB, retries=3, retry_delay=5.0, scratch_dir=None, check_mode=False,
-                 prune=False, release_written_pages=True, fsync=True, warn=None):
+                 prune=False, release_written_pages=True, fsync=True, warn=None, root=None):
         self.source = source
         self.dest = dest
+        self.root = root
         self.model_id = model_id
         self.revision = revision
         self.verify = verify
@@ -575,6 +576,16 @@ class Stager:
                 % (self.revision,))
         if self.revision is not None and self.source.kind == "local" and not isinstance(self.revision, str):
             raise LanekitError("revision must be a string.")
+        if self.root:
+            root = self.root.rstrip("/") or "/"
+            if not os.path.isdir(root):
+                raise LanekitError(
+                    "The weights root %s does not exist on the staging host; is the NFS export mounted "
+                    "there?" % root)
+            if not (self.dest + "/").startswith(root + "/") or self.dest == root:
+                raise LanekitError("The weights destination %s is not a directory under the weights root %s."
+                                   % (self.dest, root))
+            return
         parent = os.path.dirname(self.dest.rstrip("/")) or "/"
         if not os.path.isdir(self.dest) and not os.path.isdir(parent):
             raise LanekitError(

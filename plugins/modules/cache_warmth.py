@@ -423,29 +423,30 @@ class CacheWarmth:
         return sum(max(0, sizes[r] - (after[r].resident_bytes(self.psize) or 0)) for r in sizes)
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            state=dict(type="str", default="measured", choices=["measured", "warm", "evicted"]),
-            files=dict(type="list", elements="str"),
-            priority_files=dict(type="list", elements="str"),
-            rank=dict(type="int"),
-            world_size=dict(type="int"),
-            method=dict(type="str", default="auto", choices=["auto", "cachestat", "mincore"]),
-            threads=dict(type="int", default=4),
-            block_size_mib=dict(type="int", default=16),
-            memory_fraction=dict(type="float", default=0.9),
-            device_memory_gib=dict(type="float"),
-            headroom_gib=dict(type="float", default=4.0),
-            budget_gib=dict(type="float"),
-            max_seconds=dict(type="int", default=3600),
-            memory_model=dict(type="str", default="auto", choices=["auto", "unified", "discrete"]),
-            per_file=dict(type="bool", default=True),
-            allow_in_use=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
+def argument_spec():
+    return dict(
+        path=dict(type="path", required=True),
+        state=dict(type="str", default="measured", choices=["measured", "warm", "evicted"]),
+        files=dict(type="list", elements="str"),
+        priority_files=dict(type="list", elements="str"),
+        rank=dict(type="int"),
+        world_size=dict(type="int"),
+        method=dict(type="str", default="auto", choices=["auto", "cachestat", "mincore"]),
+        threads=dict(type="int", default=4),
+        block_size_mib=dict(type="int", default=16),
+        memory_fraction=dict(type="float", default=0.9),
+        device_memory_gib=dict(type="float"),
+        headroom_gib=dict(type="float", default=4.0),
+        budget_gib=dict(type="float"),
+        max_seconds=dict(type="int", default=3600),
+        memory_model=dict(type="str", default="auto", choices=["auto", "unified", "discrete"]),
+        per_file=dict(type="bool", default=True),
+        allow_in_use=dict(type="bool", default=False),
     )
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         res = CacheWarmth(module.params, module.check_mode, module.warn).run()
     except LanekitError as exc:

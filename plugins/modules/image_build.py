@@ -272,6 +272,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     image_pin,
     normalize_arch,
     registry_digest_for,
+    strip_ansi,
     tail,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
@@ -397,7 +398,7 @@ class ImageBuilder:
         argv = self._build_argv(resolved, context)
         rc, out, err = self.docker.run(argv, check=False)
         if rc != 0:
-            text = (out or "") + "\n" + (err or "")
+            text = strip_ansi((out or "") + "\n" + (err or ""))
             refusals = [line.strip() for line in text.splitlines() if "cannot patch" in line]
             if refusals:
                 raise LanekitError(

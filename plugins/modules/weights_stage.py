@@ -40,6 +40,11 @@ options:
         parent must exist.
     type: path
     required: true
+  root:
+    description:
+      - The mounted weights export (C(lanekit_weights_root)). When given it must exist, O(dest) must be below it,
+        and missing directories between the two are created. Without it the parent of O(dest) must exist.
+    type: path
   source:
     description:
       - Where the checkpoint comes from.
@@ -314,6 +319,7 @@ except ImportError:
 def argument_spec():
     return dict(
         dest=dict(type="path", required=True),
+        root=dict(type="path"),
         source=dict(type="str", required=True, choices=["hf", "local"]),
         repo_id=dict(type="str"),
         model_id=dict(type="str"),
@@ -349,7 +355,8 @@ def build_stager(p, check_mode, warn):
                   revision=p["revision"], verify=p["verify"], workers=p["workers"],
                   block_size=p["block_size_mib"] * MIB, retries=p["retries"], retry_delay=p["retry_delay"],
                   scratch_dir=p["scratch_dir"], check_mode=check_mode, prune=p["prune"],
-                  release_written_pages=p["release_written_pages"], warn=warn)
+                  release_written_pages=p["release_written_pages"], warn=warn,
+                  root=p["root"].rstrip("/") if p["root"] else None)
 
 
 def main():

@@ -264,17 +264,18 @@ def summary(res, limit):
     return "; ".join(parts + other)
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            revision=dict(type="str"),
-            model_id=dict(type="str"),
-            layout=dict(type="str", default="any", choices=sorted(LAYOUT_RULES)),
-            max_listed=dict(type="int", default=10),
-        ),
-        supports_check_mode=True,
+def argument_spec():
+    return dict(
+        path=dict(type="path", required=True),
+        revision=dict(type="str"),
+        model_id=dict(type="str"),
+        layout=dict(type="str", default="any", choices=["mistral_consolidated", "hf", "any"]),
+        max_listed=dict(type="int", default=10),
     )
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
     try:
         res = WeightsChecker(p["path"], p["revision"], p["model_id"], p["layout"]).run()

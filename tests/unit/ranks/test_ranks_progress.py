@@ -354,3 +354,45 @@ def test_table():
     assert table[1].split() == ["rank", "host", "container", "state", "phase", "uptime", "restarts", "image"]
     assert "API up" in table[2]
     assert "exited(137)" in table[9]
+
+
+def test_a_serving_lane_is_not_failed_by_its_age():
+    # A re-run on a lane that has served for hours: the budget and stall clocks do not apply.
+    statuses = ready_vllm()
+    for status in statuses.values():
+        status["started_age_s"] = 86400.0
+    tracker = progress.LaneTracker("l", "vllm", cfg(stability_s=30, stall_s=20), HOSTS)
+    assert tracker.update(0.0, statuses).status == progress.WAITING
+    assert tracker.update(25.0, statuses).status == progress.WAITING
+    assert tracker.update(30.0, statuses).status == progress.READY
+
+
+def test_already_serving_is_told_apart_from_a_boot():
+    tracker = progress.LaneTracker("l", "vllm", cfg(stability_s=10), HOSTS)
+    tracker.update(0.0, ready_vllm())
+    verdict = tracker.update(10.0, ready_vllm())
+    assert verdict.status == progress.READY and verdict.already_serving
+    booting = progress.LaneTracker("l", "vllm", cfg(stability_s=10), HOSTS)
+    booting.update(0.0, vllm_loading())
+    booting.update(5.0, ready_vllm())
+    verdict = booting.update(15.0, ready_vllm())
+    assert verdict.status == progress.READY and not verdict.already_serving
+
+
+def test_overdue_plan_eta_is_said():
+    statuses = {r: make_status(r, []) for r in range(8)}
+    for status in statuses.values():
+        status["started_age_s"] = 4000.0
+    line = progress.LaneTracker("l", "vllm", cfg(expected_load_s=2700, expected_warmup_s=600), HOSTS).update(
+        0.0, statuses).line
+    assert "ETA overdue by 11m40s (plan)" in line
+
+
+def test_rendezvous_timeout_blames_the_missing_rank():
+    statuses = {r: make_status(r, lines_until("vllm-worker.log", "distributed_init_method")) for r in range(8)}
+    statuses[0] = make_status(0, lines_until("vllm-head.log", "distributed_init_method") + [
+        "2026-10-30T06:10:06.000000000Z torch.distributed.DistStoreError: Timed out after 600 seconds waiting for "
+        "clients. 7/8 clients joined. Missing node ranks: 5."], state="exited", exit_code=1)
+    verdict = progress.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses)
+    assert verdict.status == progress.FAILED
+    assert verdict.matches[0].id == "rendezvous_timeout" and verdict.culprits == [5]

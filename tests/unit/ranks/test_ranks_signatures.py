@@ -131,3 +131,25 @@ def test_explain_text_for_a_docker_error():
     matches = sigs.explain_text("Error starting container: stat /usr/local/bin/vllm: no such file or directory")
     assert [m.id for m in matches] == ["image_not_unpacked"]
     assert sigs.explain_text("all good") == []
+
+
+def test_free_text_explanations_name_no_rank():
+    match = sigs.explain_text("Cannot find image with name lanekit/x:1, and pull=never")[0]
+    assert match.ranks == []
+    assert sigs.describe(match).startswith("[image_missing] the pinned image is not on the node. Log:")
+
+
+@pytest.mark.parametrize("line", [
+    "error during container init: error setting rlimits for ready process: error setting rlimit type 8: "
+    "operation not permitted: unknown",
+])
+def test_ulimit_refusal(line):
+    assert "ulimit_refused" in sigs.scan_text(line)
+
+
+def test_a_line_can_blame_other_ranks():
+    line = ("torch.distributed.DistStoreError: Timed out after 600 seconds waiting for clients. 6/8 clients joined. "
+            "Missing node ranks: 5, 7.")
+    match = sigs.collect({0: sigs.scan_text(line)})[0]
+    assert match.id == "rendezvous_timeout" and match.ranks == [0] and match.blamed == [5, 7]
+    assert "The line blames ranks 5 (spark-06), 7 (spark-08)." in sigs.describe(match, {5: "spark-06", 7: "spark-08"})

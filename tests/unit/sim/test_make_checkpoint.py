@@ -6,16 +6,24 @@ import json
 import os
 import struct
 import subprocess
+import sys
 
 from standin_helpers import MAKE_CHECKPOINT, PY
+
+sys.path.insert(0, os.path.dirname(MAKE_CHECKPOINT))
+import make_checkpoint  # noqa: E402
 
 DTYPE_BYTES = {"BF16": 2}
 
 
 def make(out, *args):
-    r = subprocess.run([PY, MAKE_CHECKPOINT, "--out", str(out), *args], capture_output=True, text=True,
-                       timeout=60, check=True)
-    return json.loads(r.stdout)
+    """The CLI once per test (JSON line on stdout), in-process otherwise (2 cores, keep it quick)."""
+    if args and args[-1] == "--cli":
+        r = subprocess.run([PY, MAKE_CHECKPOINT, "--out", str(out), *args[:-1]], capture_output=True, text=True,
+                           timeout=60, check=True)
+        return json.loads(r.stdout)
+    a = dict(zip(args[::2], args[1::2]))
+    return make_checkpoint.build(str(out), float(a.get("--size-mib", 32)), int(a.get("--shards", 4)))
 
 
 def parse(path):
@@ -27,7 +35,7 @@ def parse(path):
 
 def test_layout_and_headers(tmp_path):
     out = tmp_path / "ck"
-    res = make(out, "--size-mib", "3", "--shards", "3")
+    res = make(out, "--size-mib", "3", "--shards", "3", "--cli")
     names = sorted(os.listdir(out))
     assert names == ["consolidated-00001-of-00003.safetensors", "consolidated-00002-of-00003.safetensors",
                      "consolidated-00003-of-00003.safetensors", "consolidated.safetensors.index.json",
@@ -64,7 +72,7 @@ def test_layout_and_headers(tmp_path):
 def test_deterministic_and_idempotent(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     make(a, "--size-mib", "2", "--shards", "2")
-    make(b, "--size-mib", "2", "--shards", "2")
+    make(b, "--size-mib", "2", "--shards", "2", "--cli")
     for name in os.listdir(a):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     mtimes = {n: os.stat(a / n).st_mtime_ns for n in os.listdir(a)}

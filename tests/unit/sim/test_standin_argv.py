@@ -94,11 +94,18 @@ def test_sglang_parser_accepts_lane_flags_and_abbreviation():
     (["--kv-cache-dtype", "fp9"], "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp9'"),
     (["--max-num-seq", "8"], "vllm serve: error: unrecognized arguments: --max-num-seq 8"),
 ])
-def test_vllm_rejects_bad_argv_with_exit_2(argv, message):
-    r = run(vllm_cmd("/nonexistent", *argv))
-    assert r.returncode == 2, r
-    assert message in r.stderr, r.stderr
-    assert r.stderr.splitlines()[0].startswith("usage: vllm serve")
+def test_vllm_rejects_bad_argv_with_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        F.vllm_parser().parse_args(F.vllm_preprocess(["/nonexistent", *argv]))
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert message in err, err
+    assert err.splitlines()[0].startswith("usage: vllm serve")
+
+
+def test_vllm_process_exits_2_on_unknown_flag():
+    r = run(vllm_cmd("/nonexistent", "--foo"))
+    assert r.returncode == 2 and "vllm serve: error: unrecognized arguments: --foo" in r.stderr, r
 
 
 def test_vllm_top_level_cli():
@@ -115,10 +122,18 @@ def test_vllm_top_level_cli():
     (["--model-path", "/m", "--json-model-override-args", "{x"], "argument --json-model-override-args: invalid loads value"),
     (["--tp", "2"], "launch_server.py: error: the following arguments are required: --model-path"),
 ])
-def test_sglang_rejects_bad_argv_with_exit_2(argv, message):
-    r = run(sglang_cmd(*argv))
-    assert r.returncode == 2, r
-    assert message in r.stderr, r.stderr
+def test_sglang_rejects_bad_argv_with_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        from lanekit_standin.sglang_engine import main  # noqa: PLC0415
+        main(argv, prog="launch_server.py", entry="launch_server")
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert message in err, err
+
+
+def test_sglang_process_exits_2_on_unknown_flag():
+    r = run(sglang_cmd("--model-path", "/m", "--foo"))
+    assert r.returncode == 2 and "launch_server.py: error: unrecognized arguments: --foo" in r.stderr, r
 
 
 def test_sglang_cli_serve_prog_name():

@@ -7,7 +7,11 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
+
+import pytest
 
 from standin_helpers import PKGS, STANDIN, base_env, free_port, http, sglang_cmd, wait_http
 
@@ -121,3 +125,19 @@ def test_hung_rank_and_patched_barrier_timeout(ranks, ckpt, tmp_path):
     assert worker.wait_exit(10) == 1   # the hung rank dies when the group breaks
     single.terminate()
     assert single.wait_exit(10) == 0
+
+
+def test_the_collections_barrier_patch_applies_to_the_stand_in(ranks, ckpt, tmp_path):
+    """If the image's baked patch exists, run it on a copy of the stand-in package: it must find the
+    stock line, and the barrier must then honour SGLANG_UNBALANCED_LOAD_TIMEOUT_S."""
+    patch = os.path.join(os.path.dirname(STANDIN), "..", "..", "images", "mistral-large4-sglang", "patches",
+                         "patch_barrier_timeout.py")
+    if not os.path.isfile(patch):
+        pytest.skip("images/mistral-large4-sglang/patches/patch_barrier_timeout.py not present")
+    shutil.copytree(os.path.join(PKGS, "sglang"), tmp_path / "sglang")
+    r = subprocess.run([sys.executable, patch, str(tmp_path / LMU)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r
+    single = ranks.start("patched", sglang_cmd("--model-path", ckpt, "--tokenizer-mode", "mistral",
+                                               "--port", str(free_port()), "--skip-server-warmup"),
+                         base_env({"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "7200"}, pythonpath=[STANDIN, str(tmp_path)]))
+    single.wait_line(r"monitored_barrier timeout in effect: 7200 s")

@@ -160,3 +160,24 @@ def test_cache_warmth_module_main(staged, tmp_path):
     (staged / "params.json").unlink()
     r = run_module("cache_warmth", {"path": str(staged)}, tmp=tmp_path)
     assert not r.get("failed") and r["missing_files"] == ["params.json"] and r["residency_before"]["files"] == 4
+
+
+@pytest.mark.parametrize("name", ["weights_stage", "weights_verify", "cache_warmth"])
+def test_documentation_matches_argument_spec(name):
+    import importlib
+
+    import yaml
+    mod = importlib.import_module("ansible_collections.lanekit.serving.plugins.modules." + name)
+    doc = yaml.safe_load(mod.DOCUMENTATION)
+    yaml.safe_load(mod.EXAMPLES)
+    yaml.safe_load(mod.RETURN)
+    spec = mod.argument_spec()
+    assert set(doc["options"]) == set(spec)
+    for opt, d in doc["options"].items():
+        s = spec[opt]
+        assert d["type"] == s["type"], opt
+        assert d.get("default") == s.get("default"), opt
+        assert d.get("choices") == s.get("choices"), opt
+        assert bool(d.get("required")) == bool(s.get("required")), opt
+        assert d.get("elements") == s.get("elements"), opt
+    assert set(doc["attributes"]) == {"check_mode", "diff_mode", "idempotent"}

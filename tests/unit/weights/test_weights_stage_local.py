@@ -234,3 +234,17 @@ def test_relative_or_missing_paths_are_sentences(tmp_path):
         stage(str(tmp_path / "nope"), str(tmp_path / "model"))
     with pytest.raises(LanekitError, match="mounted"):
         stage(str(tmp_path), str(tmp_path / "no" / "such" / "model"))
+
+
+def test_root_allows_creating_nested_model_dirs(tmp_path):
+    src = str(tmp_path / "src")
+    make_source(src, n=1)
+    root = tmp_path / "nfs"
+    root.mkdir()
+    dest = str(root / "org" / "model")
+    r = stage(src, dest, root=str(root))
+    assert r["changed"] and os.path.isfile(os.path.join(dest, "MANIFEST.json"))
+    with pytest.raises(LanekitError, match="not a directory under"):
+        stage(src, str(tmp_path / "elsewhere" / "m"), root=str(root))
+    with pytest.raises(LanekitError, match="mounted"):
+        stage(src, str(tmp_path / "nope" / "m"), root=str(tmp_path / "nope"))

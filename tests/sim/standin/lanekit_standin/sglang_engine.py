@@ -247,15 +247,15 @@ class SglangRank(RankBase):
             time.sleep(0.1)
             if not self.rt.term_signals or not self.rt.defer_term:
                 continue
+            g = self.group
+            if g is None or g._head is None or g.head_gone:  # noqa: SLF001 - no rank 0 to wait for
+                self.rt.defer_term = False
+                self.rt.notify()
+                return
             if not logged:
                 logged = True
                 emit(self.line("Received SIGTERM on a non-zero-rank node; ignoring it and waiting for the rank-0 "
                                "ShutdownReq broadcast.", self.scope))
-            g = self.group
-            if g is None or g._head is None or g.head_gone:  # noqa: SLF001 - no head to wait for
-                self.rt.defer_term = False
-                self.rt.notify()
-                return
 
     def rendezvous(self):
         if self.nnodes <= 1:
