@@ -32,11 +32,13 @@ host-deps:
 plan: venv
 	$(BIN)/ansible-playbook playbooks/plan-lane.yml -i inventories/spark8 -e lane=$(LANE)
 
+# SIM_ARGS passes options to the sim playbooks, e.g.
+#   make sim-down SIM_ARGS="-e sim_cluster_purge_cache=true"   # also delete the debootstrap cache
 sim-up: venv host-deps
-	$(BIN)/ansible-playbook playbooks/sim-up.yml
+	$(BIN)/ansible-playbook playbooks/sim-up.yml $(SIM_ARGS)
 
 sim-down: venv
-	$(BIN)/ansible-playbook playbooks/sim-down.yml
+	$(BIN)/ansible-playbook playbooks/sim-down.yml $(SIM_ARGS)
 
 demo: sim-up
 	$(BIN)/ansible-playbook playbooks/deploy-lane.yml -i $(INVENTORY) -e lane=$(LANE)

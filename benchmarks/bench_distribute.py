@@ -142,7 +142,8 @@ def run_role(playbook: str, plan_image: dict, method: str, label: str) -> tuple[
     extra_file = os.path.join(WORK, "extra.json")
     with open(extra_file, "w", encoding="utf-8") as handle:
         json.dump(extra, handle)
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks")
     binary = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
     start = time.monotonic()
     done = subprocess.run([binary, "-i", os.path.join(REPO, "inventories", "sim"), playbook, "-e", f"@{extra_file}"],
@@ -153,7 +154,11 @@ def run_role(playbook: str, plan_image: dict, method: str, label: str) -> tuple[
     if done.returncode != 0:
         sys.exit(f"{label}: ansible-playbook failed (exit {done.returncode}); see {WORK}/{label}.log\n"
                  + "\n".join(done.stdout.splitlines()[-25:]))
-    recap = [line for line in done.stdout.splitlines() if line.startswith("spark-")]
+    lines = done.stdout.splitlines()
+    recap = [line for line in lines if line.startswith("spark-")]
+    if "TASKS RECAP" in done.stdout:
+        top = lines[lines.index(next(l for l in lines if l.startswith("TASKS RECAP"))) + 3:][:5]
+        recap += ["  slowest tasks:"] + ["    " + line for line in top]
     return seconds, "\n".join(recap)
 
 

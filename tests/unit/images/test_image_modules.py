@@ -22,7 +22,8 @@ BASE = f"example/engine@{DIGEST}"
 
 
 def build_params(images_dir, **extra):
-    params = dict(name="thin", images_dir=str(images_dir), spec=None, arch="amd64", digest_overrides={},
+    params = dict(name="thin", images_dir=str(images_dir), spec=None, files={}, file_modes={}, arch="amd64",
+                  digest_overrides={},
                   expected_content_hash=None, rebuild="changed", pull_base="missing", build_dir=None,
                   buildkit=None, registry="", restore_from="", lock=None, lock_file="images/thin/image.lock.yml",
                   lock_update=False, docker_cli=None)
@@ -215,9 +216,6 @@ def test_push_reports_the_registry_digest(tmp_path):
         if argv[1:3] == ["image", "push"]:
             ref = argv[3]
             repo = ref.rsplit(":", 1)[0]
-            for image in engine.images.values():
-                if image["RepoTags"] and image["RepoTags"][0] == ref.split("/", 1)[1] or ref in image["RepoTags"]:
-                    pass
             for image in list(engine.images.values()):
                 if image["Config"]["Labels"].get("io.lanekit.image") == "thin":
                     image["RepoDigests"] = [f"{repo}@{digest}"]
@@ -381,3 +379,25 @@ def test_unreachable_source_is_a_sentence(tmp_path):
     with pytest.raises(LanekitError) as err:
         ImageDistributor(module, DockerCLI(module)).run()
     assert "could not reach the image source" in str(err.value) and "image_stream_port" in str(err.value)
+
+
+def test_inline_files_are_written_and_hashed_like_the_checkout(tmp_path):
+    source = tmp_path / "checkout"
+    make_spec(source, patches={"patches/p.py": "print('ok')\n"})
+    want = resolve_image(load_image_spec(str(source), "thin"), "amd64")
+    engine = FakeEngine()
+    engine.add(BASE)
+    spec = {k: v for k, v in load_image_spec(str(source), "thin").items() if k not in ("spec_dir", "spec_path")}
+    spec["patches"] = [{"file": "patches/p.py"}]
+    builder_dir = tmp_path / "builder"
+    for check_mode in (True, False):
+        module = FakeModule(build_params(builder_dir, spec=spec, files={"patches/p.py": "print('ok')\n"},
+                                         file_modes={"patches/p.py": "0644"},
+                                         expected_content_hash=want["content_hash"]),
+                            check_mode=check_mode, responder=engine)
+        result = ImageBuilder(module, DockerCLI(module)).run()
+        assert result["content_hash"] == want["content_hash"]
+        assert (builder_dir / "thin" / "patches" / "p.py").exists() is (not check_mode)
+    module = FakeModule(build_params(builder_dir, spec=spec, files={"../escape.py": "x"}), responder=engine)
+    with pytest.raises(LanekitError):
+        ImageBuilder(module, DockerCLI(module)).run()

@@ -265,3 +265,15 @@ def test_argument_spec_matches_the_documentation():
         assert documented[name].get("type") == spec["type"], name
         if "default" in spec:
             assert documented[name].get("default") == spec["default"], name
+
+
+def test_rendezvous_port_from_the_head_command():
+    vllm = {"engine": "vllm", "ranks": [{"node_rank": 0, "role": "head",
+                                          "command": ["serve", "/m", "--nnodes", "8", "--master-port", "29555"]}]}
+    assert lw.rendezvous_port(vllm) == 29555
+    vllm["ranks"][0]["command"] = ["serve", "/m", "--nnodes", "8"]
+    assert lw.rendezvous_port(vllm) == 29501
+    sglang = {"engine": "sglang", "ranks": [{"node_rank": 0, "role": "head",
+                                              "command": ["sglang", "serve", "--dist-init-addr", "10.0.0.1:25000"]}]}
+    assert lw.rendezvous_port(sglang) == 25000
+    assert lw.rendezvous_port({"ranks": []}) is None

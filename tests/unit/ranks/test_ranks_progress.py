@@ -179,7 +179,7 @@ def test_status_line_lists_every_rank_with_eta():
     assert "r0 loading 16/64 (25%)" in line
     assert "r1-7 loading" in line
     # 48 shards left at 1.6 shards/min = 30 min, plus the planned 10 min of warm-up
-    assert "ETA ~" in line and "1.6 shards/min" in line
+    assert "ETA ~39m55s (load 29m55s at 1.6 shards/min + warm-up 10m00s planned)" in line
     assert verdict.eta_s == pytest.approx(48 * 37.5 - 5 + 600, abs=2)
 
 
@@ -351,7 +351,7 @@ def test_table():
     statuses[7] = make_status(7, fixture_lines("vllm-worker.log"), state="exited", exit_code=137)
     table = progress.render_table(progress.LaneTracker("l", "vllm", cfg(), HOSTS).infer(statuses), "l")
     assert table[0] == "lane l"
-    assert table[1].split() == ["rank", "host", "container", "state", "phase", "uptime", "restarts", "image"]
+    assert table[1].split() == ["rank", "host", "container", "state", "phase", "uptime", "restarts", "plan", "image"]
     assert "API up" in table[2]
     assert "exited(137)" in table[9]
 
@@ -385,7 +385,7 @@ def test_overdue_plan_eta_is_said():
         status["started_age_s"] = 4000.0
     line = progress.LaneTracker("l", "vllm", cfg(expected_load_s=2700, expected_warmup_s=600), HOSTS).update(
         0.0, statuses).line
-    assert "ETA overdue by 11m40s (plan)" in line
+    assert "ETA overdue by 11m40s (planned)" in line
 
 
 def test_rendezvous_timeout_blames_the_missing_rank():
@@ -396,3 +396,44 @@ def test_rendezvous_timeout_blames_the_missing_rank():
     verdict = progress.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses)
     assert verdict.status == progress.FAILED
     assert verdict.matches[0].id == "rendezvous_timeout" and verdict.culprits == [5]
+
+
+def test_the_rank_that_never_joined_is_named_from_the_store_connections():
+    ips = {r: f"172.31.213.{11 + r}" for r in range(8)}
+    statuses = {r: make_status(r, lines_until("vllm-worker.log", "headless")) for r in range(8)}
+    statuses[0] = make_status(0, lines_until("vllm-head.log", "distributed_init_method"))
+    for r, status in statuses.items():
+        status["fabric_ip"] = ips[r]
+    statuses[0]["probes"] = {"rendezvous": {"port": 29501, "peers": [ips[r] for r in range(8) if r != 5]}}
+    tracker = progress.LaneTracker("l", "vllm", cfg(stall_s=60), HOSTS)
+    line = tracker.update(0.0, statuses).line
+    assert "joined 7/8, waiting for r5" in line
+    verdict = tracker.update(60.0, statuses)
+    assert verdict.status == progress.FAILED and verdict.culprits == [5]
+    assert verdict.matches[0].id == "rank_never_joined"
+    assert "has no connection to the head's rendezvous port" in verdict.matches[0].detail
+
+
+def test_joined_is_unknown_when_ranks_share_an_address():
+    statuses = {r: make_status(r, lines_until("vllm-worker.log", "headless")) for r in range(2)}
+    for status in statuses.values():
+        status["fabric_ip"] = "127.0.0.1"
+    statuses[0]["probes"] = {"rendezvous": {"port": 29501, "peers": ["127.0.0.1"]}}
+    assert progress.LaneTracker.joined(statuses) is None
+
+
+def test_memory_note_names_the_tightest_node():
+    statuses = vllm_loading()
+    for r, status in statuses.items():
+        status["mem_free_kb"] = 30 * 1048576
+    statuses[5]["mem_free_kb"] = int(1.6 * 1048576)
+    assert progress.memory_note(statuses) == "MemFree min 1.6G r5"
+    assert "MemFree min 1.6G r5" in progress.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses).line
+
+
+def test_table_tells_whether_a_container_matches_the_plan():
+    statuses = ready_vllm()
+    statuses[0].update(planned_spec_hash="aaa", labels={"io.lanekit.spec-hash": "aaa"})
+    statuses[1].update(planned_spec_hash="bbb", labels={"io.lanekit.spec-hash": "old"})
+    table = progress.render_table(statuses, "l")
+    assert " current " in table[2] and " differs " in table[3] and " - " in table[4]

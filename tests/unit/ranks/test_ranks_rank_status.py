@@ -93,3 +93,21 @@ def test_probe_api_refused():
     sock.close()
     result = rs.probe_api({"url": f"http://127.0.0.1:{port}", "timeout": 1})
     assert result["accepts"] is False and result["error"]
+
+
+PROC_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:733D 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
+   1: 0BD51FAC:733D 10D51FAC:C8A2 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1
+   2: 0BD51FAC:733D 0CD51FAC:A001 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0 20 4 30 10 -1
+   3: 0BD51FAC:1F40 0DD51FAC:A002 01 00000000:00000000 00:00000000 00000000     0        0 4 1 0 20 4 30 10 -1
+   4: 0BD51FAC:733D 0ED51FAC:A003 06 00000000:00000000 00:00000000 00000000     0        0 5 1 0 20 4 30 10 -1
+"""
+PROC_TCP6 = """  sl  local_address                         remote_address                        st
+   0: 0000000000000000FFFF00000BD51FAC:733D 0000000000000000FFFF000011D51FAC:B000 01 0
+"""
+
+
+def test_established_peers_of_the_rendezvous_port():
+    # listening socket, other ports and TIME_WAIT connections do not count
+    assert rs.parse_proc_tcp(PROC_TCP, [29501]) == {29501: ["172.31.213.12", "172.31.213.16"]}
+    assert rs.parse_proc_tcp(PROC_TCP6, [29501]) == {29501: ["172.31.213.17"]}
