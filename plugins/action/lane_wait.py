@@ -479,7 +479,7 @@ class ActionModule(ActionBase):
             raise LaneWaitError(
                 f"lane_wait needs one fork per node: lane {lane} has {len(hosts)} nodes but forks is {forks}; "
                 f"run with -f {len(hosts)} or set forks in ansible.cfg.")
-        if self._play_context.check_mode:
+        if self._play_context.check_mode and args["mode"] == "wait":
             result.update(skipped=True, msg="Check mode: nothing was started, so there is nothing to wait for.")
             return result
 

@@ -8,7 +8,6 @@ import os
 import shutil
 import threading
 
-import pytest
 
 from ansible_collections.lanekit.serving.plugins.action import lane_wait as lw
 from ansible_collections.lanekit.serving.plugins.module_utils import _progress as progress
