@@ -129,8 +129,9 @@ def write_playbook() -> str:
     return path
 
 
-def run_role(playbook: str, plan_image: dict, method: str, label: str) -> tuple[float, str]:
+def run_role(playbook: str, plan_image: dict, method: str, label: str, delta: bool = True) -> tuple[float, str]:
     extra = {
+        "image_stream_delta": delta,
         "image_plan": plan_image,
         "image_lock_file": os.path.join(WORK, "bench-blob.image.lock.yml"),
         "image_lock_update": True,
@@ -156,6 +157,10 @@ def run_role(playbook: str, plan_image: dict, method: str, label: str) -> tuple[
                  + "\n".join(done.stdout.splitlines()[-25:]))
     lines = done.stdout.splitlines()
     recap = [line for line in lines if line.startswith("spark-")]
+    said = [line.strip().strip("-").strip().strip("'") for line in lines
+            if line.strip().startswith("- ") and ": " in line and ("loaded" in line or "current" in line or "pulled" in line)]
+    if said:
+        recap += ["  nodes:"] + ["    " + line for line in said]
     if "TASKS RECAP" in done.stdout:
         top = lines[lines.index(next(l for l in lines if l.startswith("TASKS RECAP"))) + 3:][:5]
         recap += ["  slowest tasks:"] + ["    " + line for line in top]
@@ -199,6 +204,8 @@ def main() -> int:
     parser.add_argument("--blob-mib", type=int, default=1024, help="random payload in MiB (default 1024)")
     parser.add_argument("--method", choices=["stream", "registry"], default="stream")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark image on the nodes")
+    parser.add_argument("--no-delta", action="store_true",
+                        help="stream whole images even where a node holds the bottom layers (image_stream_delta=false)")
     args = parser.parse_args()
 
     check_sim()
@@ -218,7 +225,7 @@ def main() -> int:
 
     remove_everywhere_but_builder(ref)
     log("collection: fresh nodes (7 lack the image)")
-    collection_s, recap = run_role(playbook, plan_image, args.method, "collection")
+    collection_s, recap = run_role(playbook, plan_image, args.method, "collection", delta=not args.no_delta)
     log(recap)
 
     remove_everywhere_but_builder(ref)
@@ -227,14 +234,15 @@ def main() -> int:
     serial_s = sum(serial)
 
     log("collection: re-run with every node current")
-    rerun_s, recap = run_role(playbook, plan_image, args.method, "rerun")
+    rerun_s, recap = run_role(playbook, plan_image, args.method, "rerun", delta=not args.no_delta)
     log(recap)
 
     one_transfer = serial_s / len(serial)
     log("")
     log(f"image {ref}, {size / (1 << 30):.2f} GiB, to {len(NODES)} nodes ({len(serial)} transfers from {BUILDER})")
     log(f"serial save|load (report's way):   {serial_s:7.1f} s  ({one_transfer:.1f} s per node)")
-    log(f"collection, fresh nodes ({args.method}): {collection_s:7.1f} s  (whole playbook, incl. exec probes and pin checks)")
+    log(f"collection, fresh nodes ({args.method}{', no delta' if args.no_delta else ''}): {collection_s:7.1f} s  "
+        f"(whole playbook, incl. exec probes and pin checks)")
     log(f"speed-up:                          {serial_s / collection_s:7.2f}x")
     log(f"collection, all nodes current:     {rerun_s:7.1f} s  ({rerun_s / one_transfer:.2f} of one serial transfer)")
 

@@ -17,10 +17,12 @@ never compared: it changes with the image store.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
+import select
 import socket
 import subprocess
 import time
@@ -78,6 +80,18 @@ def rootfs_digest(inspect: dict | None) -> str:
     if not layers:
         return ""
     return "sha256:" + hashlib.sha256("\n".join(layers).encode("ascii")).hexdigest()
+
+
+def chain_ids(layers: list) -> list:
+    """Docker's chain IDs of a layer list: element i names layers 0..i stacked in that order.
+
+    A node that has chain i has every layer below it too, so ``docker load`` skips those layers.
+    """
+    chains = []
+    for layer in layers or []:
+        chains.append(layer if not chains else
+                      "sha256:" + hashlib.sha256(f"{chains[-1]} {layer}".encode("ascii")).hexdigest())
+    return chains
 
 
 def image_labels(inspect: dict | None) -> dict:
@@ -264,16 +278,19 @@ class DockerCLI:
 # feed the stream straight into ``docker load``. Nothing passes through the controller.
 #
 # Protocol over one TCP connection:
-#   target -> source  one JSON line: {"token", "content_hash", "client"}
+#   target -> source  one JSON line: {"magic", "token", "content_hash", "client", "have": [chain IDs]}
+#                     ("have": the layer stacks the target holds; the source then leaves out the
+#                     layer.tar of every bottom layer the target has: docker load skips present
+#                     layers without opening their file)
 #   source -> target  one JSON line: {"ok": true, "ref", "content_hash"} or {"ok": false, "error"}
 #   source -> target  frames: 8-byte big-endian length + that many bytes of the tar stream, ...,
 #                     then a zero length and 8 bytes with the total; a stream that ends without
 #                     the zero frame is incomplete (the source failed) and must not be loaded
-#   target -> source  one JSON line: {"loaded": true|false, "error": "..."}
+#   target -> source  one JSON line: {"loaded": true|false, "error": "...", "retry": bool}
 
 STREAM_MAGIC = "lanekit-image-stream/1"
 FRAME_HEADER = 8
-MAX_LINE = 64 * 1024
+MAX_LINE = 8 * 1024 * 1024  # a request lists the chain IDs the target already has
 
 
 class StreamError(LanekitError):
@@ -285,15 +302,17 @@ def send_line(sock, payload: dict) -> None:
 
 
 def recv_line(sock, limit: int = MAX_LINE) -> dict:
-    """Read one JSON line byte by byte (short control messages only)."""
+    """Read one JSON line without reading past it (the stream that follows stays in the socket)."""
     data = bytearray()
     while True:
-        chunk = sock.recv(1)
-        if not chunk:
+        peek = sock.recv(65536, socket.MSG_PEEK)
+        if not peek:
             raise StreamError("the peer closed the connection before a complete message")
-        if chunk == b"\n":
+        end = peek.find(b"\n")
+        data += sock.recv(end + 1 if end >= 0 else len(peek))
+        if end >= 0:
+            data = data[:-1]
             break
-        data += chunk
         if len(data) > limit:
             raise StreamError("the peer sent an over-long message")
     try:
@@ -319,11 +338,37 @@ def frame_header(length: int) -> bytes:
     return int(length).to_bytes(FRAME_HEADER, "big")
 
 
-def copy_frames(sock, write, buffer_size: int = 1 << 20) -> int:
+def _splice_frame(sock, fd: int, length: int, idle_timeout: float) -> int:
+    """Move ``length`` bytes from the socket into the pipe ``fd`` inside the kernel (no copies
+    through Python); returns the bytes moved before the stream ended (< length means it ended)."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    moved = 0
+    while moved < length:
+        try:
+            got = os.splice(sock.fileno(), fd, min(length - moved, 1 << 20), flags=os.SPLICE_F_MOVE)
+        except BlockingIOError:
+            if not poller.poll(idle_timeout * 1000):
+                raise StreamError(f"the stream stalled for {int(idle_timeout)} s") from None
+            continue
+        if got == 0:
+            break
+        moved += got
+    return moved
+
+
+def copy_frames(sock, write, buffer_size: int = 1 << 20, fd: int | None = None, idle_timeout: float = 600.0) -> int:
     """Copy framed stream data from ``sock`` to ``write(memoryview)`` until the end frame.
 
+    With ``fd`` (a pipe) and ``os.splice`` available, the data moves socket -> pipe in the kernel.
     Returns the byte count; raises StreamError if the stream is incomplete or inconsistent.
     """
+    use_splice = fd is not None and hasattr(os, "splice")
+    if use_splice:
+        try:
+            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except OSError:
+            pass  # a bigger pipe is only an optimisation
     buf = bytearray(buffer_size)
     view = memoryview(buf)
     total = 0
@@ -334,6 +379,12 @@ def copy_frames(sock, write, buffer_size: int = 1 << 20) -> int:
             if announced != total:
                 raise StreamError(f"the stream carried {total} bytes but the source announced {announced}")
             return total
+        if use_splice:
+            moved = _splice_frame(sock, fd, length, idle_timeout)
+            total += moved
+            if moved < length:
+                raise StreamError(f"the stream ended after {total} bytes, before its end marker (the source failed)")
+            continue
         remaining = length
         while remaining:
             got = sock.recv_into(view, min(buffer_size, remaining))

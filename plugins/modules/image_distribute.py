@@ -18,7 +18,7 @@ description:
     M(lanekit.serving.image_serve) on the source node and pipes the C(docker save) stream into
     C(docker load) on this node, node to node, without temporary files anywhere but the source.
   - After an image arrives (and on every run with O(probe=always)) proves the node can start a
-    container from it: a throwaway C(--rm) container with the entrypoint overridden
+    container from it, a throwaway C(--rm) container with the entrypoint overridden
     (O(probe_command)), retried for up to O(probe_timeout) seconds. This closes the race where
     C(docker load) returns before the image store has unpacked the layers.
   - A tag that points at another image (same name, other content) is repaired the same way; the
@@ -57,6 +57,14 @@ options:
     description: How this node names itself to the source (for the source's report).
     type: str
     default: ""
+  delta:
+    description:
+      - With O(method=stream), tell the source which layer stacks this node already holds, so the
+        stream leaves out the files of the image's bottom layers that are present (for example the
+        upstream base under a changed patch layer). If C(docker load) refuses the shortened
+        stream, the whole image is loaded instead.
+    type: bool
+    default: true
   connect_timeout:
     description: Seconds to keep trying to reach the source before giving up.
     type: int
@@ -142,6 +150,10 @@ bytes:
   description: Bytes received from the stream (V(stream) only; 0 otherwise).
   returned: always
   type: int
+skipped_layers:
+  description: Bottom layers of the image that the stream left out because this node held them.
+  returned: always
+  type: int
 seconds:
   description: Time spent fetching.
   returned: always
@@ -150,6 +162,11 @@ probe:
   description: The exec-readiness proof, C({ready, attempts, seconds}); empty when not probed.
   returned: always
   type: dict
+summary:
+  description: One line saying what happened on this node.
+  returned: always
+  type: str
+  sample: "spark-02: loaded 1270.4 MiB from the stream in 61.2 s; runs it (probe 1 attempt(s), 0.6 s)"
 commands:
   description: The docker argv that ran (inspections excluded).
   returned: always
@@ -157,6 +174,7 @@ commands:
   elements: list
 """
 
+import json
 import socket
 import subprocess
 import threading
@@ -169,6 +187,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     DockerCLI,
     DockerError,
     StreamError,
+    chain_ids,
     copy_frames,
     image_pin,
     pin_mismatch,
@@ -177,6 +196,10 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     tail,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+
+class _DeltaFailed(Exception):
+    """docker load refused a stream without the layers this node was believed to hold."""
 
 
 def parse_source(source: str) -> tuple[str, int]:
@@ -192,6 +215,7 @@ class ImageDistributor:
         self.docker = docker
         self.params = module.params
         self.host = docker.host
+        self.skipped_layers = 0
 
     def _pin(self) -> dict:
         return image_pin(self.docker.inspect_image(self.params["ref"]))
@@ -234,7 +258,32 @@ class ImageDistributor:
                 )
             time.sleep(1.0)
 
+    def _present_chains(self) -> list:
+        """Chain IDs of every layer stack the local images hold (empty if they cannot be listed)."""
+        try:
+            _, out, _ = self.docker.run(["image", "ls", "--all", "--quiet", "--no-trunc"], record=False)
+            ids = sorted({line.strip() for line in out.splitlines() if line.strip()})
+            if not ids:
+                return []
+            rc, out, _ = self.docker.run(["image", "inspect"] + ids, check=False, record=False)
+            images = json.loads(out) if rc == 0 else []
+        except (LanekitError, ValueError):
+            return []
+        chains = set()
+        for image in images if isinstance(images, list) else []:
+            chains.update(chain_ids(((image or {}).get("RootFS") or {}).get("Layers") or []))
+        return sorted(chains)
+
     def _stream(self) -> int:
+        """Load the image from the source; a shortened (delta) stream that fails is retried whole."""
+        have = self._present_chains() if self.params["delta"] else []
+        try:
+            return self._stream_once(have)
+        except _DeltaFailed as failed:
+            self.module.warn(f"loading the shortened stream on {self.host} failed ({failed}); loading the whole image instead.")
+            return self._stream_once([])
+
+    def _stream_once(self, have: list) -> int:
         host, port = parse_source(self.params["source"])
         sock = self._connect(host, port)
         proc = None
@@ -242,10 +291,12 @@ class ImageDistributor:
         try:
             send_line(sock, {"magic": STREAM_MAGIC, "token": self.params["token"],
                              "content_hash": self.params["content_hash"],
-                             "client": self.params["client_name"] or self.host})
+                             "client": self.params["client_name"] or self.host, "have": have})
             header = recv_line(sock)
             if not header.get("ok"):
                 raise LanekitError(f"the image source {host}:{port} refused {self.host}: {header.get('error', 'no reason given')}.")
+            skipped = int(header.get("skipped_layers") or 0)
+            self.skipped_layers = skipped
             proc = self.docker.popen(["image", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
 
@@ -258,7 +309,8 @@ class ImageDistributor:
                 reader.start()
             sock.settimeout(600)
             try:
-                received = copy_frames(sock, proc.stdin.write)
+                proc.stdin.flush()
+                received = copy_frames(sock, proc.stdin.write, fd=proc.stdin.fileno())
             except BrokenPipeError:
                 proc.wait()
                 for reader in readers:
@@ -273,7 +325,9 @@ class ImageDistributor:
                 reader.join(timeout=30)
             if rc != 0:
                 message = tail(outputs["err"] or outputs["out"], 6)
-                send_line(sock, {"loaded": False, "error": message})
+                send_line(sock, {"loaded": False, "error": message, "retry": skipped > 0})
+                if skipped:
+                    raise _DeltaFailed(message)
                 raise LanekitError(f"docker load on {self.host} failed (exit {rc}) on the stream from {host}:{port}: {message}")
             send_line(sock, {"loaded": True})
             return received
@@ -288,6 +342,18 @@ class ImageDistributor:
         finally:
             sock.close()
 
+    def _summary(self, result: dict) -> str:
+        name = self.params["client_name"] or self.host
+        text = {"current": "already current", "retagged": "re-tagged a local copy", "pulled": "pulled by digest",
+                "would-fetch": "would fetch the image", "would-retag": "would re-tag a local copy"}.get(result["action"])
+        if result["action"] == "loaded":
+            text = (f"loaded {result['bytes'] / (1 << 20):.1f} MiB from the stream in {result['seconds']} s"
+                    + (f" ({result['skipped_layers']} bottom layers already present)" if result["skipped_layers"] else ""))
+        probe = result.get("probe") or {}
+        if probe:
+            text += f"; runs it (probe {probe.get('attempts')} attempt(s), {probe.get('seconds')} s)"
+        return f"{name}: {text}"
+
     def run(self) -> dict:
         params = self.params
         if params["method"] == "registry" and not params["registry_ref"]:
@@ -297,7 +363,7 @@ class ImageDistributor:
         before = self._pin()
         reason = self._mismatch(before) or ""
         result = {"changed": False, "action": "current", "reason": reason, "pin_before": before,
-                  "bytes": 0, "seconds": 0.0, "probe": {}}
+                  "bytes": 0, "skipped_layers": 0, "seconds": 0.0, "probe": {}}
         start = time.monotonic()
         if reason:
             untagged = self._find_untagged()
@@ -310,7 +376,8 @@ class ImageDistributor:
                 self._pull()
                 result.update(changed=True, action="pulled")
             else:
-                result.update(changed=True, action="loaded", bytes=self._stream())
+                result.update(changed=True, action="loaded", bytes=self._stream(),
+                              skipped_layers=self.skipped_layers)
             result["seconds"] = round(time.monotonic() - start, 2)
         after = self._pin() if not self.module.check_mode else before
         if not self.module.check_mode:
@@ -325,6 +392,7 @@ class ImageDistributor:
                                                          label=params["content_hash"][:12])
         result["pin"] = after
         result["commands"] = self.docker.commands
+        result["summary"] = self._summary(result)
         if self.module._diff:
             keys = ("content_hash", "rootfs", "image_id")
             result["diff"] = {"before": {k: before.get(k, "") for k in keys},
@@ -345,6 +413,7 @@ def main() -> None:
             token=dict(type="str", no_log=True),
             client_name=dict(type="str", default=""),
             connect_timeout=dict(type="int", default=120),
+            delta=dict(type="bool", default=True),
             probe=dict(type="str", choices=["arrival", "always", "never"], default="always"),
             probe_command=dict(type="list", elements="str", default=["/bin/sh", "-c", "true"]),
             probe_timeout=dict(type="int", default=120),

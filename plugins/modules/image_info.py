@@ -9,7 +9,7 @@ module: image_info
 short_description: Report the pin of a lanekit image on a node
 version_added: 0.1.0
 description:
-  - Inspects one image reference on the host it runs on and reports its pin: the content-hash
+  - Inspects one image reference on the host it runs on and reports its pin, that is the content-hash
     label, the digest of its layer list (RV(pin.rootfs)), its registry digests and local Id.
   - With O(content_hash) (and optionally O(rootfs)) it also says whether the node holds exactly
     that image (RV(current)) and, if not, why (RV(mismatch)).

@@ -16,7 +16,11 @@ description:
     file on this node, and serves that stream over TCP to every target presenting the run's token,
     while the save is still running (targets follow the growing file). Nothing passes through the
     controller, and the controller's disk is never used.
-  - Exits when O(clients) targets have confirmed a successful C(docker load), after O(idle_timeout)
+  - A target that already holds the bottom layers of the image (it says which layer stacks it has)
+    gets the stream without those layers' files, once the save is complete; C(docker load) skips
+    layers that are present without opening their file. A target whose load of such a shortened
+    stream fails asks again for the whole stream.
+  - Exits when O(clients) targets have finished (loaded, or failed for good), after O(idle_timeout)
     seconds without any connection, or after O(max_seconds); the spool file is then deleted.
 author:
   - lanekit developers
@@ -101,7 +105,8 @@ served:
   returned: always
   type: list
   elements: dict
-  sample: [{"client": "spark-02", "peer": "172.31.213.12", "bytes": 1075838976, "seconds": 9.8, "loaded": true}]
+  sample: [{"client": "spark-02", "peer": "172.31.213.12", "bytes": 1075838976, "seconds": 9.8, "loaded": true,
+            "skipped_layers": 0}]
 loaded:
   description: Number of targets that confirmed a successful load.
   returned: always
@@ -121,9 +126,11 @@ seconds:
 """
 
 import hmac
+import json
 import os
 import socket
 import subprocess
+import tarfile
 import threading
 import time
 
@@ -132,6 +139,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     STREAM_MAGIC,
     DockerCLI,
     StreamError,
+    chain_ids,
     frame_header,
     image_pin,
     pin_mismatch,
@@ -156,16 +164,20 @@ class SaveSpool:
         self.done = False
         self.error = ""
         self.seconds = 0.0
+        self.index = None
+        self.index_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name="docker-save", daemon=True)
 
     def start(self) -> None:
+        # The file exists before any target connects; readers wait for it to grow.
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         self.thread.start()
 
     def _run(self) -> None:
         start = time.monotonic()
         try:
             proc = self.docker.popen(["image", "save", self.ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(self.path, os.O_WRONLY)
             try:
                 while True:
                     chunk = proc.stdout.read1(CHUNK) if hasattr(proc.stdout, "read1") else proc.stdout.read(CHUNK)
@@ -196,6 +208,53 @@ class SaveSpool:
                 self.cond.wait(timeout)
             return self.written, self.done, self.error
 
+    def wait_done(self, timeout: float) -> bool:
+        with self.cond:
+            self.cond.wait_for(lambda: self.done, timeout)
+            return self.done and not self.error
+
+    def _index(self) -> dict | None:
+        """Members of the finished save (name, byte range, link) and the manifest's layer paths."""
+        with self.index_lock:
+            if self.index is None:
+                try:
+                    with tarfile.open(self.path, "r:") as tar:
+                        members = tar.getmembers()
+                        handle = tar.extractfile("manifest.json")
+                        manifest = json.load(handle) if handle else None
+                    entries = []
+                    for number, member in enumerate(members):
+                        end = (members[number + 1].offset if number + 1 < len(members)
+                               else member.offset_data + (member.size + 511) // 512 * 512)
+                        link = ""
+                        if member.issym():
+                            link = os.path.normpath(os.path.join(os.path.dirname(member.name), member.linkname))
+                        entries.append((os.path.normpath(member.name), member.offset, end, link))
+                    layers = (manifest[0].get("Layers") if isinstance(manifest, list) and len(manifest) == 1 else None)
+                    self.index = {"entries": entries, "layers": [os.path.normpath(p) for p in layers or []]}
+                except (OSError, tarfile.TarError, ValueError, KeyError, IndexError, AttributeError):
+                    self.index = {"entries": [], "layers": []}
+            return self.index if self.index["entries"] else None
+
+    def delta_ranges(self, skip: int, layer_count: int) -> list | None:
+        """Byte ranges of the save without the layer files of the ``skip`` bottom layers, or None
+        when the save's layout is not understood (the caller then sends everything)."""
+        index = self._index()
+        if not index or len(index["layers"]) != layer_count:
+            return None
+        skipped = set(index["layers"][:skip]) - set(index["layers"][skip:])
+        kept_links = {link for name, _, _, link in index["entries"] if link and name not in skipped}
+        skipped -= kept_links
+        ranges: list = []
+        for name, start, end, _ in index["entries"]:
+            if name in skipped:
+                continue
+            if ranges and ranges[-1][1] == start:
+                ranges[-1] = (ranges[-1][0], end)
+            else:
+                ranges.append((start, end))
+        return ranges
+
 
 class ImageServer:
     def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
@@ -206,9 +265,14 @@ class ImageServer:
         self.served: list[dict] = []
         self.active = 0
         self.last_activity = time.monotonic()
+        self.layers: list = []
+        self.chains: list = []
 
     def _check_image(self) -> dict:
-        pin = image_pin(self.docker.inspect_image(self.params["ref"]))
+        inspect = self.docker.inspect_image(self.params["ref"])
+        self.layers = list(((inspect or {}).get("RootFS") or {}).get("Layers") or [])
+        self.chains = chain_ids(self.layers)
+        pin = image_pin(inspect)
         problem = pin_mismatch(pin, self.params["content_hash"], self.params["rootfs"])
         if problem:
             raise LanekitError(
@@ -217,8 +281,40 @@ class ImageServer:
             )
         return pin
 
+    def _present_layers(self, have) -> int:
+        """How many bottom layers of the image the target already holds (by chain ID)."""
+        if not isinstance(have, list) or not have:
+            return 0
+        present = set(str(item) for item in have)
+        for count in range(len(self.chains), 0, -1):
+            if self.chains[count - 1] in present:
+                return count
+        return 0
+
+    def _send_ranges(self, conn: socket.socket, spool: SaveSpool, ranges: list) -> int:
+        sent_total = 0
+        with open(spool.path, "rb") as handle:
+            for start, end in ranges:
+                offset = start
+                while offset < end:
+                    count = min(end - offset, CHUNK)
+                    conn.sendall(frame_header(count))
+                    sent = conn.sendfile(handle, offset, count)
+                    if sent != count:
+                        raise StreamError(f"sent {sent} of {count} bytes")
+                    offset += count
+                    sent_total += count
+                    with self.lock:
+                        self.last_activity = time.monotonic()
+        # The end-of-archive marker: two zero blocks.
+        conn.sendall(frame_header(1024) + bytes(1024))
+        sent_total += 1024
+        conn.sendall(frame_header(0) + frame_header(sent_total))
+        return sent_total
+
     def _handle(self, conn: socket.socket, peer: str, spool: SaveSpool) -> None:
-        record = {"peer": peer, "client": "", "bytes": 0, "seconds": 0.0, "loaded": False, "error": ""}
+        record = {"peer": peer, "client": "", "bytes": 0, "seconds": 0.0, "loaded": False, "error": "",
+                  "skipped_layers": 0, "retry": False, "valid": False}
         start = time.monotonic()
         try:
             conn.settimeout(60)
@@ -229,17 +325,29 @@ class ImageServer:
                 send_line(conn, {"ok": False, "error": "refused: wrong token or protocol"})
                 record["error"] = "refused: wrong token or protocol"
                 return
+            record["valid"] = True
             if request.get("content_hash") != self.params["content_hash"]:
                 send_line(conn, {"ok": False, "error": (
                     f"this source serves content hash {self.params['content_hash'][:12]}, "
                     f"not {str(request.get('content_hash'))[:12]}")})
                 record["error"] = "asked for another image"
                 return
-            send_line(conn, {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"]})
+            skip = self._present_layers(request.get("have"))
+            ranges = None
+            if skip:
+                conn.settimeout(self.params["max_seconds"])
+                if spool.wait_done(self.params["max_seconds"]):
+                    ranges = spool.delta_ranges(skip, len(self.layers))
+            record["skipped_layers"] = skip if ranges is not None else 0
+            send_line(conn, {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"],
+                             "skipped_layers": record["skipped_layers"]})
             conn.settimeout(600)
+            if ranges is not None:
+                record["bytes"] = self._send_ranges(conn, spool, ranges)
+                ranges = []
             offset = 0
             with open(spool.path, "rb") as handle:
-                while True:
+                while ranges is None:
                     end, done, error = spool.wait_beyond(offset, 5.0)
                     if error:
                         record["error"] = error
@@ -260,6 +368,7 @@ class ImageServer:
             conn.settimeout(self.params["max_seconds"])
             ack = recv_line(conn)
             record["loaded"] = bool(ack.get("loaded"))
+            record["retry"] = bool(ack.get("retry"))
             record["error"] = str(ack.get("error", ""))[:2000]
         except (OSError, StreamError) as exc:
             record["error"] = record["error"] or str(exc)
@@ -300,9 +409,10 @@ class ImageServer:
         try:
             while True:
                 with self.lock:
-                    loaded = sum(1 for item in self.served if item["loaded"])
+                    # A target that loaded, or failed for good, is done; one that will retry is not.
+                    finished = sum(1 for item in self.served if item["valid"] and not item["retry"])
                     active, idle = self.active, time.monotonic() - self.last_activity
-                if loaded >= params["clients"] or time.monotonic() - start > params["max_seconds"]:
+                if finished >= params["clients"] or time.monotonic() - start > params["max_seconds"]:
                     break
                 if active == 0 and idle > params["idle_timeout"]:
                     break

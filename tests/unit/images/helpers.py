@@ -91,10 +91,11 @@ class FakeEngine:
     def __call__(self, argv):
         args = argv[1:]
         if args[:2] == ["image", "inspect"]:
-            found = self.images.get(args[2]) or next((i for i in self.images.values() if i["Id"] == args[2]), None)
-            if found is None:
-                return 1, "[]", f"Error: No such image: {args[2]}"
-            return 0, json.dumps([found]), ""
+            found = [self.images.get(ref) or next((i for i in self.images.values() if i["Id"] == ref), None)
+                     for ref in args[2:]]
+            if None in found:
+                return 1, "[]", f"Error: No such image: {args[2 + found.index(None)]}"
+            return 0, json.dumps(found), ""
         if args[:1] == ["version"]:
             return 0, json.dumps({"Arch": self.arch, "Version": "20.10.24"}), ""
         if args[:2] == ["image", "pull"]:
@@ -108,6 +109,8 @@ class FakeEngine:
             self.images[args[3]] = dict(source)
             return 0, "", ""
         if args[:2] == ["image", "ls"]:
+            if "--filter" not in args:
+                return 0, "\n".join(sorted({i["Id"] for i in self.images.values()})), ""
             wanted = args[-1].split("=", 1)[1]
             key, _, value = wanted.partition("=")
             ids = [i["Id"] for i in self.images.values() if i["Config"]["Labels"].get(key) == value]

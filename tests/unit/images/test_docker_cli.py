@@ -168,3 +168,34 @@ def test_announced_total_must_match():
     with pytest.raises(StreamError) as err:
         copy_frames(right, lambda data: None)
     assert "announced 4" in str(err.value)
+
+
+def test_frames_can_be_spliced_into_a_pipe():
+    if not hasattr(__import__("os"), "splice"):
+        pytest.skip("os.splice needs Python 3.10 on Linux")
+    import os
+    payload = [bytes([i % 251]) * 70000 for i in range(40)]
+    sock, thread = _serve(payload)
+    read_fd, write_fd = os.pipe()
+    received = bytearray()
+    reader = threading.Thread(target=lambda: [received.extend(chunk) for chunk in iter(lambda: os.read(read_fd, 65536), b"")])
+    reader.start()
+    total = copy_frames(sock, lambda data: None, fd=write_fd)
+    os.close(write_fd)
+    reader.join()
+    thread.join()
+    assert total == len(received) == 40 * 70000
+    assert bytes(received) == b"".join(payload)
+
+
+def test_spliced_stream_without_end_marker_is_incomplete():
+    if not hasattr(__import__("os"), "splice"):
+        pytest.skip("os.splice needs Python 3.10 on Linux")
+    import os
+    sock, thread = _serve([b"a" * 5000], close_early=True)
+    read_fd, write_fd = os.pipe()
+    with pytest.raises(StreamError):
+        copy_frames(sock, lambda data: None, fd=write_fd)
+    thread.join()
+    os.close(read_fd)
+    os.close(write_fd)

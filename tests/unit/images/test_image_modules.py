@@ -237,7 +237,7 @@ HASH = "a" * 64
 def distributor(engine, check_mode=False, **extra):
     params = dict(ref="lanekit/thin:aaaaaaaaaaaa", content_hash=HASH, rootfs=None, method="registry",
                   registry_ref="reg:5000/lanekit/thin@sha256:" + "7" * 64, source=None, token=None, client_name="",
-                  connect_timeout=5, probe="always", probe_command=["/bin/sh", "-c", "true"], probe_timeout=10,
+                  connect_timeout=5, delta=True, probe="always", probe_command=["/bin/sh", "-c", "true"], probe_timeout=10,
                   docker_cli=None)
     params.update(extra)
     module = FakeModule(params, check_mode=check_mode, diff=True, responder=engine)
@@ -341,7 +341,7 @@ def test_stream_from_server_to_nodes(tmp_path, clients):
 
         module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, method="stream", registry_ref=None,
                                  source=f"127.0.0.1:{port}", token="t0ken", client_name=f"node-{index}",
-                                 connect_timeout=10, probe="arrival", probe_command=["/bin/sh", "-c", "true"],
+                                 connect_timeout=10, delta=True, probe="arrival", probe_command=["/bin/sh", "-c", "true"],
                                  probe_timeout=10, docker_cli=None), diff=False, responder=responder)
         results.append(ImageDistributor(module, StreamDocker(module, lambda args, load=load: load)).run())
     thread.join(timeout=60)
@@ -362,7 +362,7 @@ def test_stream_with_a_wrong_token_is_refused(tmp_path):
     thread = threading.Thread(target=server.run)
     thread.start()
     module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, method="stream", registry_ref=None,
-                             source=f"127.0.0.1:{port}", token="wrong", client_name="n", connect_timeout=10,
+                             source=f"127.0.0.1:{port}", token="wrong", client_name="n", connect_timeout=10, delta=False,
                              probe="never", probe_command=["/bin/sh"], probe_timeout=1, docker_cli=None),
                         responder=FakeEngine())
     with pytest.raises(LanekitError) as err:
@@ -374,7 +374,7 @@ def test_stream_with_a_wrong_token_is_refused(tmp_path):
 def test_unreachable_source_is_a_sentence(tmp_path):
     module = FakeModule(dict(ref="lanekit/thin:aaaaaaaaaaaa", content_hash=HASH, rootfs=None, method="stream",
                              registry_ref=None, source=f"127.0.0.1:{free_port()}", token="t", client_name="n",
-                             connect_timeout=1, probe="never", probe_command=["/bin/sh"], probe_timeout=1,
+                             connect_timeout=1, delta=True, probe="never", probe_command=["/bin/sh"], probe_timeout=1,
                              docker_cli=None), responder=FakeEngine())
     with pytest.raises(LanekitError) as err:
         ImageDistributor(module, DockerCLI(module)).run()
@@ -401,3 +401,89 @@ def test_inline_files_are_written_and_hashed_like_the_checkout(tmp_path):
     module = FakeModule(build_params(builder_dir, spec=spec, files={"../escape.py": "x"}), responder=engine)
     with pytest.raises(LanekitError):
         ImageBuilder(module, DockerCLI(module)).run()
+
+
+SAVE_SCRIPT = r"""
+import hashlib, io, json, sys, tarfile
+layers = [b"base-layer-" * 4000, b"patch-layer"]
+blobs = []
+for data in layers:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        info = tarfile.TarInfo("f.txt"); info.size = len(data); t.addfile(info, io.BytesIO(data))
+    blobs.append(buf.getvalue())
+diffs = ["sha256:" + hashlib.sha256(b).hexdigest() for b in blobs]
+config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diffs}}).encode()
+out = tarfile.open(fileobj=sys.stdout.buffer, mode="w|")
+def add(name, blob):
+    info = tarfile.TarInfo(name); info.size = len(blob); out.addfile(info, io.BytesIO(blob))
+for number, blob in enumerate(blobs):
+    add(f"layer{number}/VERSION", b"1.0")
+    add(f"layer{number}/layer.tar", blob)
+add("config.json", config)
+add("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": ["lanekit/thin:aaaaaaaaaaaa"],
+                                   "Layers": ["layer0/layer.tar", "layer1/layer.tar"]}]).encode())
+out.close()
+"""
+
+
+def _save_layers():
+    import hashlib
+    import io
+    import tarfile as tf
+    diffs = []
+    for data in (b"base-layer-" * 4000, b"patch-layer"):
+        buf = io.BytesIO()
+        with tf.open(fileobj=buf, mode="w") as t:
+            info = tf.TarInfo("f.txt")
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        diffs.append("sha256:" + hashlib.sha256(buf.getvalue()).hexdigest())
+    return diffs
+
+
+@pytest.mark.parametrize("node_has_base", [True, False])
+def test_stream_leaves_out_layers_the_node_holds(tmp_path, node_has_base):
+    import tarfile as tf
+    diffs = _save_layers()
+    port = free_port()
+    ref = "lanekit/thin:aaaaaaaaaaaa"
+    source_engine = FakeEngine()
+    source_engine.add(ref, labels={"io.lanekit.content-hash": HASH}, layers=diffs)
+    server_module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, bind="127.0.0.1", port=port, token="t",
+                                    clients=1, idle_timeout=20, max_seconds=60, spool_dir=str(tmp_path / "spool"),
+                                    docker_cli=None), responder=source_engine)
+    server = ImageServer(server_module, StreamDocker(server_module, lambda args: [sys.executable, "-c", SAVE_SCRIPT]))
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.update(server.run()))
+    thread.start()
+
+    out = tmp_path / "loaded.tar"
+    node = FakeEngine()
+    if node_has_base:
+        node.add("lanekit/thin:old", labels={"io.lanekit.content-hash": "b" * 64}, layers=diffs[:1])
+
+    def responder(argv):
+        if argv[1:3] == ["image", "inspect"] and argv[3:] == [ref]:
+            if not out.exists():
+                return 1, "[]", "Error: No such image"
+            return 0, json.dumps([{"Id": "sha256:1", "Architecture": "amd64", "RepoTags": [ref],
+                                   "Config": {"Labels": {"io.lanekit.content-hash": HASH}},
+                                   "RootFS": {"Layers": diffs}}]), ""
+        return node(argv)
+
+    load = [sys.executable, "-c", f"import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open({str(out)!r}, 'wb'))"]
+    module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, method="stream", registry_ref=None,
+                             source=f"127.0.0.1:{port}", token="t", client_name="n", connect_timeout=10, delta=True,
+                             probe="never", probe_command=["/bin/sh"], probe_timeout=1, docker_cli=None),
+                        responder=responder)
+    result = ImageDistributor(module, StreamDocker(module, lambda args: load)).run()
+    thread.join(timeout=60)
+    with tf.open(out) as tar:
+        names = tar.getnames()
+        manifest = json.load(tar.extractfile("manifest.json"))
+    assert manifest[0]["Layers"] == ["layer0/layer.tar", "layer1/layer.tar"]
+    assert "layer1/layer.tar" in names and "config.json" in names and "layer0/VERSION" in names
+    assert ("layer0/layer.tar" in names) is (not node_has_base)
+    assert result["skipped_layers"] == (1 if node_has_base else 0)
+    assert outcome["served"][0]["skipped_layers"] == result["skipped_layers"]

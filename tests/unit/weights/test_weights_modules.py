@@ -114,7 +114,7 @@ def cw_params(path, **kw):
     p = dict(path=str(path), state="measured", files=None, priority_files=None, rank=None, world_size=None,
              method="auto", threads=2, block_size_mib=1, memory_fraction=0.9, device_memory_gib=None,
              headroom_gib=0.0, budget_gib=None, max_seconds=60, memory_model="discrete", per_file=True,
-             allow_in_use=False)
+             allow_in_use=False, min_resident_pct=98.0)
     p.update(kw)
     return p
 
@@ -181,3 +181,15 @@ def test_documentation_matches_argument_spec(name):
         assert bool(d.get("required")) == bool(s.get("required")), opt
         assert d.get("elements") == s.get("elements"), opt
     assert set(doc["attributes"]) == {"check_mode", "diff_mode", "idempotent"}
+
+
+def test_cache_warmth_warm_enough_reads_nothing(staged):
+    warnings = []
+    CacheWarmth(cw_params(staged, state="evicted"), False, warnings.append).run()
+    # Below the threshold only by the kernel's measure: a lane already "warm enough" is left alone.
+    lenient = CacheWarmth(cw_params(staged, state="warm", min_resident_pct=0.0), False, warnings.append).run()
+    assert lenient["changed"] is False and lenient["bytes_read"] == 0 and lenient["limited_by"] == "done"
+    check = CacheWarmth(cw_params(staged, state="warm", min_resident_pct=0.0), True, warnings.append).run()
+    assert check["changed"] is False and check["would_read_bytes"] == 0
+    strict = CacheWarmth(cw_params(staged, state="warm", min_resident_pct=100.0), False, warnings.append).run()
+    assert strict["changed"] is True and strict["bytes_read"] > 0
