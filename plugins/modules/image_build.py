@@ -587,7 +587,7 @@ class ImageBuilder:
             result["registry_digest"] = restore_from.split("@", 1)[1]
 
         entry = {}
-        if pin_after["present"] and not (self.check_mode and action != "keep"):
+        if pin_after["present"] and pin_after["content_hash"] == chash and not (self.check_mode and action != "keep"):
             entry = lock_entry(resolved, rootfs=pin_after["rootfs"], image_id=pin_after["image_id"],
                                registry_ref=result["registry_ref"], registry_digest=result["registry_digest"],
                                builder=self.host)

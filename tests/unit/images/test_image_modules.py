@@ -85,8 +85,9 @@ def test_rebuild_never_keeps_a_stale_tag_with_a_warning(tmp_path):
     engine.add(BASE)
     manager, module = builder(tmp_path, engine, rebuild="never")
     engine.add(expected(tmp_path)["ref"], labels={"io.lanekit.content-hash": "f" * 64})
-    assert not manager.run()["built"]
-    assert module.warnings
+    result = manager.run()
+    assert not result["built"] and module.warnings
+    assert result["lock_entry"] == {} and result["lock_document"] == {}  # a stale image is never locked
 
 
 def test_rebuild_always_builds_but_reports_no_change_for_the_same_id(tmp_path):
