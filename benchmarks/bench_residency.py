@@ -25,31 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-GIB = 1 << 30
-MIB = 1 << 20
-
-
-def import_collection():
-    link = ROOT / ".collections"
-    if (link / "ansible_collections" / "lanekit" / "serving" / "plugins").is_dir():
-        base = link
-    else:
-        base = Path(tempfile.mkdtemp(prefix="lanekit-coll-"))
-        (base / "ansible_collections" / "lanekit").mkdir(parents=True)
-        os.symlink(ROOT, base / "ansible_collections" / "lanekit" / "serving")
-    sys.path.insert(0, str(base))
-    return base
-
-
-def evict(paths):
-    """posix_fadvise(DONTNEED) on the benchmark's own files only."""
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+from _common import GIB, MIB, ROOT, evict, import_collection  # noqa: E402
 
 
 SUB = r"""

@@ -19,45 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-GIB = 1 << 30
-MIB = 1 << 20
-
-
-def import_collection():
-    link = ROOT / ".collections"
-    if (link / "ansible_collections" / "lanekit" / "serving" / "plugins").is_dir():
-        base = link
-    else:
-        base = Path(tempfile.mkdtemp(prefix="lanekit-coll-"))
-        (base / "ansible_collections" / "lanekit").mkdir(parents=True)
-        os.symlink(ROOT, base / "ansible_collections" / "lanekit" / "serving")
-    sys.path.insert(0, str(base))
-    return base
-
-
-def evict(paths):
-    """posix_fadvise(DONTNEED) on the benchmark's own files only."""
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-def write_filler(path, size, seed, block=16 * MIB):
-    base = bytearray(os.urandom(block))
-    with open(path, "wb") as fh:
-        left, i = size, 0
-        while left > 0:
-            n = min(block, left)
-            base[0:16] = (seed * 1_000_003 + i).to_bytes(16, "little")
-            fh.write(memoryview(base)[:n])
-            left -= n
-            i += 1
-        fh.flush()
-        os.fsync(fh.fileno())
+from _common import GIB, MIB, ROOT, evict, import_collection, write_filler  # noqa: E402
 
 
 def main():
