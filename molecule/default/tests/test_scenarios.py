@@ -21,6 +21,7 @@ LANE = os.environ.get("LANEKIT_LANE", "mistral-large4-nvfp4-8x-vllm")
 ROOT = os.environ.get("LANEKIT_ROOT", os.getcwd())
 PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
 NODES = [f"lksim-spark-{i:02d}" for i in range(1, 9)]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 G1_LINE = "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'"
 
 # Scenario tests use no testinfra host: they run once, from the controller.
@@ -32,7 +33,9 @@ def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | No
     if overrides is not None:
         argv += ["-e", "lane_overrides=" + json.dumps(overrides)]
     argv += extra or []
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    # Molecule exports ANSIBLE_FORCE_COLOR for its own runs; these outputs are parsed, so no colour.
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0")
     started = time.monotonic()
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     proc.seconds = time.monotonic() - started
@@ -44,7 +47,7 @@ def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | No
 def changed_tasks(output: str) -> list[str]:
     """Names of the tasks that reported a change, from the default callback's output."""
     tasks, current = [], None
-    for line in output.splitlines():
+    for line in ANSI.sub("", output).splitlines():
         match = re.match(r"^TASK \[(.*)\] \*+", line)
         if match:
             current = match.group(1)
