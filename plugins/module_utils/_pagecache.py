@@ -393,18 +393,21 @@ class WarmResult:
 
 
 def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_bytes=None, max_seconds=None,
-               segment_bytes=256 * MIB, meminfo=read_meminfo, skip_resident=True, use_sendfile=True):
+               segment_bytes=256 * MIB, meminfo=None, skip_resident=True, use_sendfile=True,
+               free_key="MemFree"):
     """Read ``files`` ([(path, size)] in priority order) into the page cache.
 
     Work is split into segments taken in order by ``threads`` workers; each segment is read
     sequentially in ``block_size`` pieces, with ``sendfile`` to /dev/null (the kernel reads the
     pages into the page cache and copies nothing to user space), or ``pread`` into a reused
     buffer where sendfile is refused. Before each block the worker
-    checks ``MemFree - threads*block_size >= floor_bytes`` and the byte budget, and stops
+    checks ``free - threads*block_size >= floor_bytes`` (free is the ``free_key`` line of
+    /proc/meminfo: MemFree on unified memory, MemAvailable otherwise) and the byte budget, and stops
     everyone when either would be crossed (``limited_by='budget'``) or when ``max_seconds`` is
     over (``'time'``). With cachestat available a block already resident is skipped.
     """
     res = WarmResult()
+    meminfo = meminfo or read_meminfo
     segs = []
     for path, size in files:
         off = 0
@@ -429,7 +432,7 @@ def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_byte
             limit("time")
             return False
         mi = meminfo()
-        free = mi.get("MemFree", 0)
+        free = mi.get(free_key, 0)
         with lock:
             if res.min_mem_free is None or free < res.min_mem_free:
                 res.min_mem_free = free

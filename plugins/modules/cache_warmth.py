@@ -16,9 +16,11 @@ description:
     that neither owns nor may write the file) the residency is reported as unknown, never as warm. Run it as
     root (C(become)) to measure.
   - O(state=warm) reads the files with parallel large sequential reads, this rank's files first, skipping
-    ranges already resident. It stops before C(MemFree) would drop below what the engine will claim
-    (O(memory_fraction) of the device memory) plus O(headroom_gib), at O(budget_gib), or after
-    O(max_seconds), and says which limit stopped it.
+    ranges already resident. On a unified-memory host it stops before C(MemFree) would drop below what
+    the engine will claim (O(memory_fraction) of the device memory) plus O(headroom_gib); on a host with a
+    discrete GPU, whose page cache only competes with other reclaimable cache, before C(MemAvailable) would
+    drop below O(headroom_gib). It also stops at O(budget_gib) or after O(max_seconds), and says which
+    limit stopped it.
   - On unified-memory hosts (GB10 and similar) the GPU sees C(MemFree), not C(MemAvailable), so page cache
     is memory the engine cannot claim. The module reports C(MemFree), C(MemAvailable) and the gap, and warns
     when the engine would see less free memory than it claims.
@@ -207,10 +209,13 @@ limited_by:
   returned: always
   type: str
 budget:
-  description: The memory figures of the warm budget, in bytes.
+  description:
+    - The memory figures of the warm budget, in bytes.
+    - C(memfree_floor) is the level the C(floor_on) line of C(/proc/meminfo) is kept above (C(MemFree) on
+      unified memory, C(MemAvailable) with a discrete GPU).
   returned: always
   type: dict
-  sample: {memory_fraction: 0.89, device_memory: 130663014400, engine_claim: 116290082816, headroom: 4294967296, memfree_floor: 120585050112, budget: 0}
+  sample: {memory_fraction: 0.89, device_memory: 130663014400, engine_claim: 116290082816, headroom: 4294967296, memfree_floor: 120585050112, floor_on: MemFree, budget: 0}
 meminfo_before:
   description: MemTotal, MemFree, MemAvailable, Cached (bytes and GiB) and MemAvailable minus MemFree before.
   returned: always
@@ -322,6 +327,11 @@ class CacheWarmth:
         claim = pc.engine_claim_bytes(p["memory_fraction"], device)
         headroom = int(max(0.0, p["headroom_gib"]) * GIB)
         floor = claim + headroom
+        # The engine on unified memory sizes itself from MemFree, so there the page cache must leave
+        # MemFree above its claim. With a discrete GPU, page cache is reclaimable memory that competes
+        # only with other cache: a busy host sits near MemFree=0 all the time, and a MemFree floor would
+        # make warming stop (and restart on every run) at whatever the rest of the host happened to cache.
+        free_key = "MemFree" if uma else "MemAvailable"
 
         before = self.measure(order)
         sum_before = pc.summarize([before[r] for r in order], self.psize)
@@ -342,13 +352,13 @@ class CacheWarmth:
 
         non_resident = sum(max(0, sizes[r] - (before[r].resident_bytes(self.psize) or 0)) for r in order)
         cap = int(p["budget_gib"] * GIB) if p["budget_gib"] is not None else None
-        budget = pc.warm_budget(mi_before.get("MemFree", 0), floor, non_resident, cap)
+        budget = pc.warm_budget(mi_before.get(free_key, 0), floor, non_resident, cap)
         res = {
             "changed": False, "path": self.path, "state": p["state"], "unified_memory": uma, "gpu_model": gpu,
             "residency_before": sum_before, "missing_files": missing, "bytes_read": 0, "bytes_skipped_resident": 0, "seconds": 0.0,
             "gib_per_s": 0.0, "limited_by": "none", "order": order[:50],
             "budget": {"memory_fraction": p["memory_fraction"], "device_memory": device, "engine_claim": claim,
-                       "headroom": headroom, "memfree_floor": floor, "needed": non_resident, "budget": budget,
+                       "headroom": headroom, "memfree_floor": floor, "floor_on": free_key, "needed": non_resident, "budget": budget,
                        "cap": cap},
             "meminfo_before": pc.meminfo_report(mi_before),
         }
@@ -365,6 +375,7 @@ class CacheWarmth:
             else:
                 w = pc.warm_files([(os.path.join(self.path, *r.split("/")), sizes[r]) for r in order],
                                   threads=p["threads"], block_size=p["block_size_mib"] * MIB, floor_bytes=floor,
+                                  free_key=free_key,
                                   budget_bytes=cap, max_seconds=p["max_seconds"],
                                   skip_resident=p["method"] != "mincore")
                 if w.errors:
@@ -374,9 +385,9 @@ class CacheWarmth:
                             "gib_per_s": round(w.bytes_read / GIB / w.seconds, 3) if w.seconds > 0 else 0.0})
                 after = self.measure(order)
                 if w.limited_by == "budget":
-                    self.warn("Warming stopped at the memory budget: MemFree must stay above %.1f GiB "
+                    self.warn("Warming stopped at the memory budget: %s must stay above %.1f GiB "
                               "(engine claim %.1f GiB + headroom %.1f GiB); %.1f GiB of the lane's weights "
-                              "are still not resident." % (floor / GIB, claim / GIB, headroom / GIB,
+                              "are still not resident." % (free_key, floor / GIB, claim / GIB, headroom / GIB,
                                                            self._not_resident(after, sizes) / GIB))
                 elif w.limited_by == "time":
                     self.warn("Warming stopped after max_seconds=%d." % p["max_seconds"])

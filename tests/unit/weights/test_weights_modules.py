@@ -193,3 +193,22 @@ def test_cache_warmth_warm_enough_reads_nothing(staged):
     assert check["changed"] is False and check["would_read_bytes"] == 0
     strict = CacheWarmth(cw_params(staged, state="warm", min_resident_pct=100.0), False, warnings.append).run()
     assert strict["changed"] is True and strict["bytes_read"] > 0
+
+
+def test_cache_warmth_floor_is_memfree_on_unified_and_memavailable_on_discrete(staged, monkeypatch):
+    """A discrete-GPU host whose MemFree is low only because of other page cache still warms (the
+    floor is on MemAvailable); the same figures on unified memory, where the engine sees MemFree, warm nothing."""
+    from ansible_collections.lanekit.serving.plugins.module_utils import _pagecache as pc
+    gib = 1 << 30
+    busy = {"MemTotal": 24 * gib, "MemFree": 1 * gib, "MemAvailable": 20 * gib, "Cached": 19 * gib}
+    monkeypatch.setattr(pc, "read_meminfo", lambda *a, **k: dict(busy))
+    warnings = []
+    CacheWarmth(cw_params(staged, state="evicted"), False, warnings.append).run()
+    uni = CacheWarmth(cw_params(staged, state="warm", memory_model="unified", memory_fraction=0.0,
+                                headroom_gib=4.0), False, warnings.append).run()
+    assert uni["budget"]["floor_on"] == "MemFree" and uni["bytes_read"] == 0 and uni["limited_by"] == "budget"
+    assert any("MemFree must stay above" in w for w in warnings)
+    dis = CacheWarmth(cw_params(staged, state="warm", memory_model="discrete", headroom_gib=4.0),
+                      False, warnings.append).run()
+    assert dis["budget"]["floor_on"] == "MemAvailable" and dis["limited_by"] == "done"
+    assert dis["changed"] and dis["bytes_read"] > 0 and dis["residency_after"]["pct"] == 100.0
