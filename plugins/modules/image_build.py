@@ -288,6 +288,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     strip_ansi,
     tail,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, run_docker_module
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (
     IMAGE_REPOSITORY_PREFIX,
@@ -301,16 +302,19 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import
 )
 
 
-class ImageBuilder:
+class ImageBuilder(DockerManager):
     """Decide, build, check, push: one image on one builder."""
 
     def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
-        self.module = module
-        self.docker = docker
-        self.params = module.params
-        self.check_mode = module.check_mode
+        super().__init__(module, docker)
         self.actions: list[str] = []
-        self.host = docker.host
+
+    @staticmethod
+    def docker_env(params: dict) -> dict:
+        # Unset buildkit leaves the engine's default builder: the variable is not set at all.
+        if params["buildkit"] is None:
+            return {}
+        return {"DOCKER_BUILDKIT": "1" if params["buildkit"] else "0"}
 
     # -- helpers ---------------------------------------------------------------------------------
     def _write_files(self, images_dir: str) -> None:
@@ -465,8 +469,7 @@ class ImageBuilder:
         except DockerError as err:
             self.module.warn(f"could not restore {resolved['ref']} from {source} ({err}); building it instead.")
             return False
-        pulled = self.docker.inspect_image(source)
-        pin = image_pin(pulled)
+        pin = self.inspect_pin(source)
         if pin["content_hash"] != resolved["content_hash"]:
             raise LanekitError(
                 f"{source} (the lock's registry_ref) carries content hash {pin['content_hash'][:12] or 'none'}, "
@@ -613,38 +616,25 @@ class ImageBuilder:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            images_dir=dict(type="path", required=True),
-            spec=dict(type="dict"),
-            files=dict(type="dict", default={}),
-            file_modes=dict(type="dict", default={}),
-            arch=dict(type="str", required=True, choices=["amd64", "arm64"]),
-            digest_overrides=dict(type="dict", default={}),
-            expected_content_hash=dict(type="str"),
-            rebuild=dict(type="str", choices=["changed", "never", "always"], default="changed"),
-            pull_base=dict(type="str", choices=["missing", "never"], default="missing"),
-            build_dir=dict(type="path"),
-            buildkit=dict(type="bool"),
-            registry=dict(type="str", default=""),
-            restore_from=dict(type="str", default=""),
-            lock=dict(type="dict"),
-            lock_file=dict(type="str", default="image.lock.yml"),
-            lock_update=dict(type="bool", default=False),
-            docker_cli=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    env = {}
-    if module.params["buildkit"] is not None:
-        env["DOCKER_BUILDKIT"] = "1" if module.params["buildkit"] else "0"
-    try:
-        docker = DockerCLI(module, module.params["docker_cli"], env=env)
-        result = ImageBuilder(module, docker).run()
-    except LanekitError as err:
-        module.fail_json(msg=str(err))
-    module.exit_json(**result)
+    run_docker_module(ImageBuilder, dict(
+        name=dict(type="str", required=True),
+        images_dir=dict(type="path", required=True),
+        spec=dict(type="dict"),
+        files=dict(type="dict", default={}),
+        file_modes=dict(type="dict", default={}),
+        arch=dict(type="str", required=True, choices=["amd64", "arm64"]),
+        digest_overrides=dict(type="dict", default={}),
+        expected_content_hash=dict(type="str"),
+        rebuild=dict(type="str", choices=["changed", "never", "always"], default="changed"),
+        pull_base=dict(type="str", choices=["missing", "never"], default="missing"),
+        build_dir=dict(type="path"),
+        buildkit=dict(type="bool"),
+        registry=dict(type="str", default=""),
+        restore_from=dict(type="str", default=""),
+        lock=dict(type="dict"),
+        lock_file=dict(type="str", default="image.lock.yml"),
+        lock_update=dict(type="bool", default=False),
+    ))
 
 
 if __name__ == "__main__":

@@ -189,12 +189,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     StreamError,
     chain_ids,
     copy_frames,
-    image_pin,
-    pin_mismatch,
     recv_line,
     send_line,
     tail,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 
@@ -209,24 +208,15 @@ def parse_source(source: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class ImageDistributor:
+class ImageDistributor(DockerManager):
     def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
-        self.module = module
-        self.docker = docker
-        self.params = module.params
-        self.host = docker.host
+        super().__init__(module, docker)
         self.skipped_layers = 0
-
-    def _pin(self) -> dict:
-        return image_pin(self.docker.inspect_image(self.params["ref"]))
-
-    def _mismatch(self, pin: dict) -> str | None:
-        return pin_mismatch(pin, self.params["content_hash"], self.params["rootfs"])
 
     def _find_untagged(self) -> str:
         """A local image that carries the pin under another name (or none): re-tag instead of fetching."""
         for image_id in self.docker.images_with_label(LABEL_CONTENT_HASH, self.params["content_hash"]):
-            if not self._mismatch(image_pin(self.docker.inspect_image(image_id))):
+            if not self.pin_problem(self.inspect_pin(image_id)):
                 return image_id
         return ""
 
@@ -360,8 +350,8 @@ class ImageDistributor:
             raise LanekitError("method registry needs registry_ref (the builder's push result, repo@sha256:...).")
         if params["method"] == "stream" and not (params["source"] and params["token"]):
             raise LanekitError("method stream needs source (host:port of image_serve) and token.")
-        before = self._pin()
-        reason = self._mismatch(before) or ""
+        before = self.inspect_pin()
+        reason = self.pin_problem(before) or ""
         result = {"changed": False, "action": "current", "reason": reason, "pin_before": before,
                   "bytes": 0, "skipped_layers": 0, "seconds": 0.0, "probe": {}}
         start = time.monotonic()
@@ -379,9 +369,9 @@ class ImageDistributor:
                 result.update(changed=True, action="loaded", bytes=self._stream(),
                               skipped_layers=self.skipped_layers)
             result["seconds"] = round(time.monotonic() - start, 2)
-        after = self._pin() if not self.module.check_mode else before
+        after = self.inspect_pin() if not self.module.check_mode else before
         if not self.module.check_mode:
-            problem = self._mismatch(after)
+            problem = self.pin_problem(after)
             if problem:
                 raise LanekitError(
                     f"after fetching {params['ref']}, {self.host} still does not hold the pinned image: {problem}. "
@@ -402,31 +392,19 @@ class ImageDistributor:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=dict(
-            ref=dict(type="str", required=True),
-            content_hash=dict(type="str", required=True),
-            rootfs=dict(type="str"),
-            method=dict(type="str", choices=["registry", "stream"], required=True),
-            registry_ref=dict(type="str"),
-            source=dict(type="str"),
-            token=dict(type="str", no_log=True),
-            client_name=dict(type="str", default=""),
-            connect_timeout=dict(type="int", default=120),
-            delta=dict(type="bool", default=True),
-            probe=dict(type="str", choices=["arrival", "always", "never"], default="always"),
-            probe_command=dict(type="list", elements="str", default=["/bin/sh", "-c", "true"]),
-            probe_timeout=dict(type="int", default=120),
-            docker_cli=dict(type="path"),
-        ),
-        required_if=[("method", "registry", ("registry_ref",)), ("method", "stream", ("source", "token"))],
-        supports_check_mode=True,
-    )
-    try:
-        result = ImageDistributor(module, DockerCLI(module, module.params["docker_cli"])).run()
-    except LanekitError as err:
-        module.fail_json(msg=str(err))
-    module.exit_json(**result)
+    run_docker_module(ImageDistributor, dict(
+        pin_options(),
+        method=dict(type="str", choices=["registry", "stream"], required=True),
+        registry_ref=dict(type="str"),
+        source=dict(type="str"),
+        token=dict(type="str", no_log=True),
+        client_name=dict(type="str", default=""),
+        connect_timeout=dict(type="int", default=120),
+        delta=dict(type="bool", default=True),
+        probe=dict(type="str", choices=["arrival", "always", "never"], default="always"),
+        probe_command=dict(type="list", elements="str", default=["/bin/sh", "-c", "true"]),
+        probe_timeout=dict(type="int", default=120),
+    ), required_if=[("method", "registry", ("registry_ref",)), ("method", "stream", ("source", "token"))])
 
 
 if __name__ == "__main__":

@@ -102,50 +102,28 @@ engine:
       type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
-    DockerCLI,
-    image_pin,
-    pin_mismatch,
-)
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
 
 
-class ImageInfo:
-    def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
-        self.module = module
-        self.docker = docker
+class ImageInfo(DockerManager):
+    """Report the pin of one image on this node; changes nothing."""
 
     def run(self) -> dict:
-        params = self.module.params
-        pin = image_pin(self.docker.inspect_image(params["ref"]))
+        pin = self.inspect_pin()
         mismatch = ""
-        if params["content_hash"]:
-            mismatch = pin_mismatch(pin, params["content_hash"], params["rootfs"]) or ""
+        if self.params["content_hash"]:
+            mismatch = self.pin_problem(pin) or ""
         return {
             "changed": False,
             "pin": pin,
-            "current": bool(params["content_hash"]) and not mismatch,
+            "current": bool(self.params["content_hash"]) and not mismatch,
             "mismatch": mismatch,
             "engine": {"arch": self.docker.server_arch()},
         }
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=dict(
-            ref=dict(type="str", required=True),
-            content_hash=dict(type="str"),
-            rootfs=dict(type="str"),
-            docker_cli=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        result = ImageInfo(module, DockerCLI(module, module.params["docker_cli"])).run()
-    except LanekitError as err:
-        module.fail_json(msg=str(err))
-    module.exit_json(**result)
+    run_docker_module(ImageInfo, pin_options(content_hash_required=False))
 
 
 if __name__ == "__main__":

@@ -142,11 +142,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     chain_ids,
     frame_header,
     image_pin,
-    pin_mismatch,
     recv_line,
     send_line,
     tail,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 CHUNK = 4 << 20
@@ -256,11 +256,9 @@ class SaveSpool:
         return ranges
 
 
-class ImageServer:
+class ImageServer(DockerManager):
     def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
-        self.module = module
-        self.docker = docker
-        self.params = module.params
+        super().__init__(module, docker)
         self.lock = threading.Lock()
         self.served: list[dict] = []
         self.active = 0
@@ -273,7 +271,7 @@ class ImageServer:
         self.layers = list(((inspect or {}).get("RootFS") or {}).get("Layers") or [])
         self.chains = chain_ids(self.layers)
         pin = image_pin(inspect)
-        problem = pin_mismatch(pin, self.params["content_hash"], self.params["rootfs"])
+        problem = self.pin_problem(pin)
         if problem:
             raise LanekitError(
                 f"{self.docker.host} cannot serve {self.params['ref']}: {problem}. Build it there first "
@@ -449,27 +447,16 @@ class ImageServer:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec=dict(
-            ref=dict(type="str", required=True),
-            content_hash=dict(type="str", required=True),
-            rootfs=dict(type="str"),
-            bind=dict(type="str", default="0.0.0.0"),
-            port=dict(type="int", default=47110),
-            token=dict(type="str", required=True, no_log=True),
-            clients=dict(type="int", required=True),
-            idle_timeout=dict(type="int", default=180),
-            max_seconds=dict(type="int", default=7200),
-            spool_dir=dict(type="path", default="/var/tmp/lanekit"),
-            docker_cli=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        result = ImageServer(module, DockerCLI(module, module.params["docker_cli"])).run()
-    except LanekitError as err:
-        module.fail_json(msg=str(err))
-    module.exit_json(**result)
+    run_docker_module(ImageServer, dict(
+        pin_options(),
+        bind=dict(type="str", default="0.0.0.0"),
+        port=dict(type="int", default=47110),
+        token=dict(type="str", required=True, no_log=True),
+        clients=dict(type="int", required=True),
+        idle_timeout=dict(type="int", default=180),
+        max_seconds=dict(type="int", default=7200),
+        spool_dir=dict(type="path", default="/var/tmp/lanekit"),
+    ))
 
 
 if __name__ == "__main__":
