@@ -15,7 +15,7 @@ This lives apart from ``_docker_cli`` so that the CLI wrapper and the stream pro
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI, image_pin, pin_mismatch
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import LABEL_CONTENT_HASH, DockerCLI, image_pin, pin_mismatch
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 
@@ -69,6 +69,16 @@ class DockerManager:
     def inspect_pin(self, ref: str | None = None) -> dict:
         """The pin of ``ref`` (default: the ``ref`` option) on this host; empty values when absent."""
         return image_pin(self.docker.inspect_image(self.params["ref"] if ref is None else ref))
+
+    def local_copy(self) -> str:
+        """Id of a local image that carries the wanted pin under another name (or none), so a
+        missing tag is repaired by re-tagging instead of a transfer."""
+        if not self.params.get("content_hash"):
+            return ""
+        for image_id in self.docker.images_with_label(LABEL_CONTENT_HASH, self.params["content_hash"]):
+            if not self.pin_problem(self.inspect_pin(image_id)):
+                return image_id
+        return ""
 
     def pin_problem(self, pin: dict) -> str | None:
         """Why ``pin`` is not the image the ``content_hash`` and ``rootfs`` options ask for, or None."""

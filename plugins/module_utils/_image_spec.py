@@ -122,8 +122,9 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
     return spec
 
 
-def pin_problem(spec: dict, arch: str, digest: str | None) -> str | None:
-    """Return the sentence explaining why ``digest`` is not a usable pin, or None if it is."""
+def pin_problem(spec: dict, arch: str, digest: str | None, from_override: bool = False) -> str | None:
+    """Return the sentence explaining why ``digest`` is not a usable pin, or None if it is.
+    ``from_override``: the digest came from lanekit_image_digests, not from image.yml."""
     name = spec["name"]
     upstream = spec["upstream"]
     variable = f"lanekit_image_digests['{name}']['{arch}']"
@@ -135,8 +136,10 @@ def pin_problem(spec: dict, arch: str, digest: str | None) -> str | None:
         )
     if DIGEST_RE.match(digest):
         return None
+    where = (f"the inventory or -e value {variable}" if from_override
+             else f"{spec['spec_path']}: key 'upstream.digests.{arch}'")
     return (
-        f"{spec['spec_path']}: key 'upstream.digests.{arch}' is {digest!r}, which is not a full digest "
+        f"{where} is {digest!r}, which is not a full digest "
         f"(expected 'sha256:' and 64 hex characters); a tag or a truncated digest is not a pin. "
         f"Set {variable} to the full digest of {source} for linux/{arch} "
         f"(docker buildx imagetools inspect {source} prints it)."
@@ -211,7 +214,7 @@ def resolve_image(spec: dict, arch: str, digest_overrides: dict | None = None) -
             f"lanekit_image_digests['{spec['name']}'] must map an architecture to a digest, found {overrides!r}."
         )
     digest = overrides.get(arch) or spec["upstream"]["digests"].get(arch)
-    problem = pin_problem(spec, arch, digest)
+    problem = pin_problem(spec, arch, digest, from_override=bool(overrides.get(arch)))
     repository = spec["upstream"]["repository"]
     base_ref = f"{repository}@{digest}" if not problem else f"{repository}@{digest or 'UNPINNED'}"
     chash = content_hash(spec, base_ref, arch)

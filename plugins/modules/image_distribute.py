@@ -213,13 +213,6 @@ class ImageDistributor(DockerManager):
         super().__init__(module, docker)
         self.skipped_layers = 0
 
-    def _find_untagged(self) -> str:
-        """A local image that carries the pin under another name (or none): re-tag instead of fetching."""
-        for image_id in self.docker.images_with_label(LABEL_CONTENT_HASH, self.params["content_hash"]):
-            if not self.pin_problem(self.inspect_pin(image_id)):
-                return image_id
-        return ""
-
     def _pull(self) -> int:
         registry_ref = self.params["registry_ref"]
         try:
@@ -356,7 +349,7 @@ class ImageDistributor(DockerManager):
                   "bytes": 0, "skipped_layers": 0, "seconds": 0.0, "probe": {}}
         start = time.monotonic()
         if reason:
-            untagged = self._find_untagged()
+            untagged = self.local_copy()
             if self.module.check_mode:
                 result.update(changed=True, action="would-retag" if untagged else "would-fetch")
             elif untagged:

@@ -92,6 +92,13 @@ mismatch:
   returned: always
   type: str
   sample: "the tag points at another image (content hash 9f2c0d1e4a5b, wanted 0123456789ab)"
+local_copy:
+  description:
+    - Id of a local image that carries the wanted pin under another name when O(ref) is not current
+      (the tag was removed or moved); M(lanekit.serving.image_distribute) re-tags it without a transfer.
+    - Empty when there is none or the image is current.
+  returned: always
+  type: str
 engine:
   description: The docker engine's architecture on this node.
   returned: always
@@ -118,6 +125,8 @@ class ImageInfo(DockerManager):
             "pin": pin,
             "current": bool(self.params["content_hash"]) and not mismatch,
             "mismatch": mismatch,
+            # A node that only lost the tag is repaired by re-tagging: it needs no transfer.
+            "local_copy": self.local_copy() if mismatch else "",
             "engine": {"arch": self.docker.server_arch()},
         }
 

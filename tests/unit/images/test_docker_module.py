@@ -159,3 +159,22 @@ def test_main_binds_the_managers_docker_environment(engine, capsys):
     code, result = run_main(main, capsys, docker_cli="/bin/true", _ansible_check_mode=True)
     assert code == 0 and result["env"] == {"DOCKER_BUILDKIT": "1"} and result["check_mode"] is True
     assert engine.calls[0]["env"] == {"DOCKER_BUILDKIT": "1"}
+
+
+def test_image_info_names_a_local_copy_when_only_the_tag_is_missing():
+    """A node whose tag was removed but which still holds the pinned image (a running rank keeps it)
+    is repaired by a re-tag: image_info says so, and the role leaves it out of the stream's clients."""
+    engine = FakeEngine()
+    kept = engine.add("lanekit/thin:kept-under-another-name", labels={"io.lanekit.content-hash": HASH})
+    info, _ = manager(engine, cls=ImageInfo)
+    result = info.run()
+    assert result["current"] is False and "not present" in result["mismatch"]
+    assert result["local_copy"] == kept["Id"]
+    engine.add(REF, labels={"io.lanekit.content-hash": HASH})
+    current = manager(engine, cls=ImageInfo)[0].run()
+    assert current["current"] is True and current["local_copy"] == ""
+    # Another image under the tag and no pinned copy anywhere: a transfer is needed.
+    other = FakeEngine()
+    other.add(REF, labels={"io.lanekit.content-hash": "d" * 64})
+    replaced = manager(other, cls=ImageInfo)[0].run()
+    assert replaced["current"] is False and replaced["local_copy"] == ""

@@ -174,3 +174,10 @@ def test_content_hash_function_matches_resolve(tmp_path):
     spec = load_image_spec(str(tmp_path), "thin", data=make_spec(tmp_path))
     resolved = resolve_image(spec, "amd64")
     assert content_hash(spec, resolved["base_ref"], "amd64") == resolved["content_hash"]
+
+
+def test_truncated_override_is_blamed_on_the_variable_not_the_spec():
+    spec = load_image_spec(IMAGES, "mistral-large4-vllm")
+    problem = resolve_image(spec, "amd64", {"mistral-large4-vllm": {"amd64": "sha256:3eee1c86"}})["pin_problem"]
+    assert problem.startswith("the inventory or -e value lanekit_image_digests['mistral-large4-vllm']['amd64']")
+    assert "image.yml" not in problem and "'sha256:3eee1c86'" in problem

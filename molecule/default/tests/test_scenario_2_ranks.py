@@ -2,64 +2,22 @@
 with a lane override (here: the stand-in engines' fault injection), then teardown-lane.yml.
 
 Runs after the scenario's converge/idempotence/verify on the deployed lane, in file order:
-one flag changed, a rank crashing in warm-up, a rank hanging mid-load, a rank that never joins,
-teardown. Each test states what a person would check: the exit, the rank named, the fix printed,
+one flag changed, a rank crashing in warm-up, a rank hanging mid-load, a rank that never joins
+(teardown is in test_scenario_4). Each test states what a person would check: the exit, the rank named, the fix printed,
 the bundle written, the containers kept.
 """
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
-import subprocess
 import time
 
-import pytest
+from simlib import LANE, NODES, ROOT, changed_tasks, rank_containers, run_playbook
 
-LANE = os.environ.get("LANEKIT_LANE", "mistral-large4-nvfp4-8x-vllm")
-ROOT = os.environ.get("LANEKIT_ROOT", os.getcwd())
-PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
-NODES = [f"lksim-spark-{i:02d}" for i in range(1, 9)]
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 G1_LINE = "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'"
 
 # Scenario tests use no testinfra host: they run once, from the controller.
-
-
-def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | None = None, timeout: int = 900):
-    argv = [PLAYBOOK, os.path.join(ROOT, "playbooks", name), "-i", os.path.join(ROOT, "inventories", "sim"),
-            "-e", f"lane={LANE}"]
-    if overrides is not None:
-        argv += ["-e", "lane_overrides=" + json.dumps(overrides)]
-    argv += extra or []
-    # Molecule exports ANSIBLE_FORCE_COLOR for its own runs; these outputs are parsed, so no colour.
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0")
-    started = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    proc.seconds = time.monotonic() - started
-    print(proc.stdout[-6000:])
-    print(proc.stderr[-2000:])
-    return proc
-
-
-def changed_tasks(output: str) -> list[str]:
-    """Names of the tasks that reported a change, from the default callback's output."""
-    tasks, current = [], None
-    for line in ANSI.sub("", output).splitlines():
-        match = re.match(r"^TASK \[(.*)\] \*+", line)
-        if match:
-            current = match.group(1)
-        elif line.startswith("changed:") and current and current not in tasks:
-            tasks.append(current)
-    return tasks
-
-
-def rank_containers(node: str) -> list[dict]:
-    proc = subprocess.run(["docker", "exec", node, "docker", "ps", "-a", "--filter", f"label=io.lanekit.lane={LANE}",
-                           "--format", "{{json .}}"], capture_output=True, text=True, check=True)
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 def newest_bundle(since: float) -> str | None:
@@ -127,10 +85,3 @@ def test_rank_that_never_joins_is_named():
     assert proc.returncode != 0
     assert re.search(r"never joined|did not join|not joined|waiting for r5", proc.stdout, re.IGNORECASE)
     assert re.search(r"\br(ank )?5\b", proc.stdout)
-
-
-def test_teardown_leaves_no_container_running():
-    proc = run_playbook("teardown-lane.yml", extra=["-e", "teardown_remove=true"])
-    assert proc.returncode == 0
-    for node in NODES:
-        assert rank_containers(node) == [], f"{node} still has rank containers"

@@ -1,0 +1,101 @@
+"""Shared helpers of the scenario tests: run a playbook the way a user does, read what changed,
+look at the rank containers inside the simulated nodes. Test code only (not part of the collection)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+
+LANE = os.environ.get("LANEKIT_LANE", "mistral-large4-nvfp4-8x-vllm")
+SGLANG_LANE = "mistral-large4-nvfp4-8x-sglang"
+ROOT = os.environ.get("LANEKIT_ROOT", os.getcwd())
+PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+HOSTS = [f"spark-{i:02d}" for i in range(1, 9)]
+NODES = [f"lksim-{h}" for h in HOSTS]
+STAGING_NODE = "lksim-stage"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def node_of(host: str) -> str:
+    return f"lksim-{host}"
+
+
+def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | None = None, timeout: int = 900,
+                 lane: str | None = None, wait: bool = True):
+    """Run playbooks/<name> on inventories/sim. With wait=False, return the Popen (stdout to a file)."""
+    argv = [PLAYBOOK, os.path.join(ROOT, "playbooks", name), "-i", os.path.join(ROOT, "inventories", "sim"),
+            "-e", f"lane={lane or LANE}"]
+    if overrides is not None:
+        argv += ["-e", "lane_overrides=" + json.dumps(overrides)]
+    argv += extra or []
+    # Molecule exports ANSIBLE_FORCE_COLOR for its own runs; these outputs are parsed, so no colour.
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_FORCE_COLOR="0")
+    if not wait:
+        out = open(os.path.join(ROOT, ".sim", f"scenario-{name}-{int(time.time())}.log"), "w")
+        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    proc.seconds = time.monotonic() - started
+    print(proc.stdout[-6000:])
+    print(proc.stderr[-2000:])
+    return proc
+
+
+def changed_tasks(output: str) -> list[str]:
+    """Names of the tasks that reported a change, from the default callback's output."""
+    tasks, current = [], None
+    for line in ANSI.sub("", output).splitlines():
+        match = re.match(r"^TASK \[(.*)\] \*+", line)
+        if match:
+            current = match.group(1)
+        elif line.startswith("changed:") and current and current not in tasks:
+            tasks.append(current)
+    return tasks
+
+
+def changed_hosts(output: str, ignore: tuple[str, ...] = ("lanekit.serving.preflight : Plan the lane",)) -> set[str]:
+    """Hosts that reported a change in a task not named in ``ignore`` (prefixes). Writing the plan
+    file on the controller shows as a change of the first host and says nothing about the nodes."""
+    hosts, current = set(), None
+    for line in ANSI.sub("", output).splitlines():
+        match = re.match(r"^TASK \[(.*)\] \*+", line)
+        if match:
+            current = match.group(1)
+            continue
+        match = re.match(r"^changed: \[([^\]\s]+)", line)
+        if match and current and not current.startswith(ignore):
+            hosts.add(match.group(1))
+    return hosts
+
+
+def failure_text(output: str) -> str:
+    """The msg lines of failed tasks, joined (what the user reads)."""
+    text = ANSI.sub("", output)
+    return "\n".join(line for line in text.splitlines() if "FAILED" in line or "msg" in line or "fatal" in line)
+
+
+def docker(node: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    """The docker CLI of one simulated node."""
+    return subprocess.run(["docker", "exec", node, "docker", *argv], capture_output=True, text=True, check=check)
+
+
+def rank_containers(node: str, lane: str | None = None) -> list[dict]:
+    proc = docker(node, "ps", "-a", "--filter", f"label=io.lanekit.lane={lane or LANE}", "--format", "{{json .}}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def lane_containers(lane: str | None = None) -> dict[str, tuple[str, str]]:
+    """{container name: (id, state)} of a lane's ranks over all nodes."""
+    return {c["Names"]: (c["ID"], c["State"]) for node in NODES for c in rank_containers(node, lane)}
+
+
+def plan(lane: str | None = None) -> dict:
+    with open(os.path.join(ROOT, "reports", lane or LANE, "plan.json"), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def assert_no_traceback(output: str) -> None:
+    assert "Traceback (most recent call last)" not in output, "a traceback reached the user"
