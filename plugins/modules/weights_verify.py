@@ -286,8 +286,12 @@ def main():
                                                                 exc.filename or p["path"]), ok=False)
     res["changed"] = False
     if not res["ok"]:
-        module.fail_json(msg="The weights in %s are not usable on this node: %s." % (
-            res["path"], summary(res, max(1, p["max_listed"]))), **res)
+        # The staging host verified the export; a node that disagrees sees another (stale, partial or
+        # wrongly mounted) view of it, so the fix is on the node's mount before re-staging anything.
+        module.fail_json(msg="The weights in %s are not usable on this node: %s. If other nodes see them whole, "
+                             "check this node's mount of the export (stale NFS view, wrong export); otherwise "
+                             "re-stage with stage-weights.yml -e weights_verify=full." % (
+                                 res["path"], summary(res, max(1, p["max_listed"]))), **res)
     module.exit_json(**res)
 
 

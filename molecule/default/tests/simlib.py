@@ -97,5 +97,11 @@ def plan(lane: str | None = None) -> dict:
         return json.load(fh)
 
 
+def flat(output: str) -> str:
+    """The output with colours removed and every run of white space one space: the YAML callback
+    wraps long messages, and a sentence must be found wherever the line broke."""
+    return re.sub(r"\s+", " ", ANSI.sub("", output))
+
+
 def assert_no_traceback(output: str) -> None:
     assert "Traceback (most recent call last)" not in output, "a traceback reached the user"

@@ -1,0 +1,58 @@
+"""The end of the scenario: the vLLM lane is torn down, then the report's second lane (SGLang,
+with its baked barrier patch) is deployed on the same 8 nodes, reaches ready, re-runs quietly,
+and is torn down in the engine's order. Runs last: it replaces the lane the earlier files test.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+from simlib import (ANSI, LANE, NODES, ROOT, SGLANG_LANE, assert_no_traceback, changed_hosts, docker, flat,
+                    lane_containers, plan, rank_containers, run_playbook)
+
+
+def test_teardown_leaves_no_container_running_and_keeps_the_logs():
+    proc = run_playbook("teardown-lane.yml", extra=["-e", "teardown_remove=true"])
+    assert proc.returncode == 0
+    for node in NODES:
+        assert rank_containers(node) == [], f"{node} still has rank containers"
+    archives = [d for d in glob.glob(os.path.join(ROOT, "reports", LANE, "*teardown*")) if os.path.isdir(d)]
+    assert archives, "teardown removed the containers without archiving their logs"
+    newest = max(archives, key=os.path.getmtime)
+    assert glob.glob(os.path.join(newest, "**", "*.log"), recursive=True), f"no rank log in {newest}"
+
+
+def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly():
+    proc = run_playbook("deploy-lane.yml", lane=SGLANG_LANE, timeout=1500)
+    assert proc.returncode == 0
+    assert_no_traceback(proc.stdout)
+    assert "is ready" in flat(proc.stdout)
+    ranks = lane_containers(SGLANG_LANE)
+    assert len(ranks) == 8 and all(state == "running" for _, state in ranks.values()), ranks
+
+    sglang_plan = plan(SGLANG_LANE)
+    assert [p["file"] for p in sglang_plan["image"]["patches"]] == ["patches/patch_barrier_timeout.py"]
+    wanted = sglang_plan["ranks"][0]["env"]["SGLANG_UNBALANCED_LOAD_TIMEOUT_S"]
+    assert str(wanted) != "480", "the lane must raise the barrier timeout, or this test proves nothing"
+    # The stand-in's post-load barrier reads the module constant the patch rewrote: unpatched it
+    # would log 480 s whatever the environment says.
+    head = next(r for r in sglang_plan["ranks"] if r["node_rank"] == 0)
+    logs = docker(f"lksim-{head['host']}", "logs", head["container_name"])
+    text = logs.stdout + logs.stderr
+    assert f"monitored_barrier timeout in effect: {wanted} s" in text, text[-3000:]
+
+    again = run_playbook("deploy-lane.yml", lane=SGLANG_LANE)
+    assert again.returncode == 0 and changed_hosts(again.stdout, ignore=()) == set()
+
+
+def test_sglang_teardown_stops_rank_zero_first_and_removes_every_rank():
+    proc = run_playbook("teardown-lane.yml", lane=SGLANG_LANE, extra=["-e", "teardown_remove=true"])
+    assert proc.returncode == 0
+    # The task that stops first must have stopped rank 0 and only it; the others follow in the next task.
+    text = ANSI.sub("", proc.stdout)
+    start = text.index("Stop the ranks that stop first")
+    first_task = text[start:text.index("TASK [", start)]
+    stopped_first = set(re.findall(r"-(r\d+)\b", first_task))
+    assert stopped_first == {"r0"}, f"SGLang must stop rank 0 first, stopped first: {stopped_first}"
+    assert lane_containers(SGLANG_LANE) == {}
