@@ -722,7 +722,7 @@ class _Ctx:
         # Failed: write the bundle, with every worker fetching its own ranks' logs.
         reports_dir = self.args.get("reports_dir") or default_reports_dir(self.task_vars)
         bundle = Bundle(new_bundle_dir(reports_dir, self.lane))
-        message = progress.failure_message(self.lane, verdict, hosts, bundle.root)
+        message = progress.failure_message(self.lane, verdict, hosts, bundle.root, poll_s=self.cfg.poll_s)
         verdict_dict = dict(verdict.to_dict(), bundle=bundle.root, waited_s=time.monotonic() - started)
         self.rdv.put_verdict(dict(verdict_dict, status="failed"))
         bundle.write_summary(self.lane, self.plan, verdict_dict, message, tracker.history)

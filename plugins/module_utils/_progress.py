@@ -437,6 +437,9 @@ class Verdict:
     eta_s: float | None = None
     elapsed_s: float | None = None
     already_serving: bool = False
+    # How long after the first rank exited the wait noticed it (node clock), when an exit ended it.
+    noticed_after_s: float | None = None
+    polls_after_exit: int | None = None
 
     @property
     def done(self) -> bool:
@@ -451,6 +454,8 @@ class Verdict:
             "signatures": [m.to_dict() for m in self.matches],
             "eta_s": self.eta_s,
             "elapsed_s": self.elapsed_s,
+            "noticed_after_s": self.noticed_after_s,
+            "polls_after_exit": self.polls_after_exit,
         }
 
 
@@ -531,6 +536,7 @@ class LaneTracker:
         self.first_ok_poll: int | None = None
         self.flaps = 0
         self.polls = 0
+        self.poll_times: list[float] = []
         self.history: list[str] = []
 
     # Lane-level inference: what a single rank's log cannot say.
@@ -792,6 +798,7 @@ class LaneTracker:
     def update(self, now: float, raw: Mapping[int, Mapping[str, Any]]) -> Verdict:
         """One poll. ``now`` is the controller's monotonic clock in seconds."""
         self.polls += 1
+        self.poll_times.append(now)
         statuses = self.infer(raw)
         for rank, status in statuses.items():
             fp = self._rank_fingerprint(status)
@@ -844,8 +851,16 @@ class LaneTracker:
                                   for r in order if statuses[r].get("last_exception"))
                 if lasts:
                     details += f" (last error: {lasts})"
-            return self._fail("oom_killed" if oom else "container_exited", statuses,
-                              oom or order[:1], details, line)
+            verdict = self._fail("oom_killed" if oom else "container_exited", statuses,
+                                 oom or order[:1], details, line)
+            age = statuses[order[0]].get("finished_age_s")
+            verdict.noticed_after_s = age
+            if age is not None:
+                # Polls that began after the exit (this one included): ages are node-clock
+                # differences, so no clock needs to agree with the controller's.
+                exited = self.poll_times[-1] - age
+                verdict.polls_after_exit = sum(1 for t in self.poll_times if t >= exited)
+            return verdict
         fatal = [m for m in self._signature_matches(statuses) if m.signature.fatal]
         if fatal:
             return self._fail(None, statuses, fatal[0].ranks,
@@ -895,11 +910,17 @@ def memory_note(statuses: Mapping[int, Mapping[str, Any]]) -> str:
     return f"MemFree min {low / 1048576:.1f}G {fmt_ranks(ranks)}"
 
 
-def failure_message(lane: str, verdict: Verdict, hosts: Mapping[int, str], bundle: str = "") -> str:
+def failure_message(lane: str, verdict: Verdict, hosts: Mapping[int, str], bundle: str = "",
+                    poll_s: float | None = None) -> str:
     """The sentence(s) a user reads when the wait fails."""
     lines = [f"Lane {lane} failed to boot: {verdict.summary}."]
     if verdict.culprits:
         lines.append(f"Blamed: {sigs.rank_names(verdict.culprits, hosts)}.")
+    if verdict.noticed_after_s is not None:
+        polls = verdict.polls_after_exit
+        lines.append(f"Noticed {verdict.noticed_after_s:.1f} s after the first rank exited"
+                     + (f", at poll {polls} after the exit" if polls else "")
+                     + (f" (one poll every {poll_s:g} s)" if poll_s else "") + ".")
     for match in verdict.matches:
         lines.append(sigs.describe(match, hosts))
     if bundle:

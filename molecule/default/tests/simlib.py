@@ -105,3 +105,11 @@ def flat(output: str) -> str:
 
 def assert_no_traceback(output: str) -> None:
     assert "Traceback (most recent call last)" not in output, "a traceback reached the user"
+
+
+def record_timing(what: str, seconds: float, detail: str = "") -> None:
+    """Append how long a scenario's playbook took to reports/scenario-timings.txt (for the notes;
+    nothing asserts on it)."""
+    os.makedirs(os.path.join(ROOT, "reports"), exist_ok=True)
+    with open(os.path.join(ROOT, "reports", "scenario-timings.txt"), "a", encoding="utf-8") as fh:
+        fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {what}: playbook {seconds:.0f} s{'; ' + detail if detail else ''}\n")

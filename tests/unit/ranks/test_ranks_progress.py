@@ -213,10 +213,20 @@ def test_unknown_exit_quotes_the_last_exception():
     statuses = vllm_loading()
     statuses[6] = make_status(6, lines_until("vllm-worker.log", "is assigned") + [
         "2026-10-30T06:01:00.000000000Z KeyError: 'model.layers.61.mlp.experts.w13_weight'"], state="exited", exit_code=1)
-    verdict = progress.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses)
+    tracker = progress.LaneTracker("l", "vllm", cfg(), HOSTS)
+    # Polls every 15 s. The rank exited 65 s before the failing poll at 100 s (FinishedAt 06:00:00,
+    # node clock 06:01:05), i.e. at 35 s: the polls at 40, 55, 70, 85 and 100 s began after it.
+    for t in (10.0, 25.0, 40.0, 55.0, 70.0, 85.0):
+        assert tracker.update(t, vllm_loading()).status == progress.WAITING
+    verdict = tracker.update(100.0, statuses)
     assert verdict.status == progress.FAILED and verdict.culprits == [6]
     assert verdict.matches[0].id == "container_exited"
     assert "KeyError" in verdict.summary
+    assert verdict.noticed_after_s == 65.0 and verdict.polls_after_exit == 5
+    message = progress.failure_message("l", verdict, HOSTS, poll_s=15)
+    assert "Noticed 65.0 s after the first rank exited, at poll 5 after the exit (one poll every 15 s)." in message
+    fresh = progress.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses)
+    assert fresh.polls_after_exit == 1
 
 
 def test_missing_container_fails():
