@@ -38,7 +38,8 @@ def test_check_mode_diff_shows_the_changed_flag_per_rank_and_changes_nothing():
     assert proc.returncode == 0
     text = ANSI.sub("", proc.stdout)
     # community.docker's diff of each rank: the old and the new command line.
-    assert re.search(r"^\+.*--max-num-seqs.*333", text, re.MULTILINE), "no per-rank diff of the changed flag"
+    diffs = re.findall(r"- --max-num-seqs\n-\s+- '\d+'\n\+\s+- '333'", text)
+    assert len(diffs) == 8, "each rank's diff must show the old and the new value of the changed flag"
     assert len(set(re.findall(r"changed: \[(spark-\d+)\] => \(item=r\d+", text))) == 8
     assert lane_containers() == before, "check mode touched the ranks"
 
