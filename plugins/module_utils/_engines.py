@@ -1,0 +1,257 @@
+# Copyright: lanekit developers
+# Apache-2.0
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The engine table: everything lanekit knows about each serving engine, in one record per engine.
+
+One job: declare, as data, how each engine is launched, which flags and timeouts the plan owns,
+how its logs mark boot progress, and in which order its ranks start and stop. The plan
+(``_plan``), the lint rules (``_lint``), the boot tracker (``_progress``) and the roles read
+these records; none of them names an engine's flag, variable or default on its own.
+
+Adding an engine (or a process role such as a router) means adding one :class:`Engine` record
+and, if its command line has a new shape, one argv builder below. The records follow the
+engines' own documentation (``shared/reference/launch.md``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+
+@dataclass(frozen=True)
+class Timeout:
+    """One engine timeout and what carries it to the engine.
+
+    ``budget`` timeouts are filled from the lane's ``boot.budget_s`` when the lane leaves them
+    unset; the others keep the engine's ``stock_s`` unless the lane sets them.
+    """
+
+    name: str
+    carrier: str  # "env" or "flag"
+    key: str  # the environment variable or the flag
+    stock_s: float
+    budget: bool = False
+    covers: str = ""  # what the timeout must outlast, for messages
+
+
+@dataclass(frozen=True)
+class Milestone:
+    """A log line that moves a rank's boot forward (phase) and records when (event)."""
+
+    pattern: re.Pattern
+    phase: str
+    event: str
+
+
+def _m(pattern: str, phase: str, event: str) -> Milestone:
+    return Milestone(re.compile(pattern), phase, event)
+
+
+@dataclass(frozen=True)
+class RankArgs:
+    """What an argv builder needs to render one rank's engine arguments."""
+
+    model_path: str
+    served_name: str
+    port: int
+    rendezvous_port: int
+    rank: int
+    nnodes: int
+    head_ip: str
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+    lane_args: list  # the lane's own serve.args, rendered (plan-owned flags refused before)
+    bind_host: str = "0.0.0.0"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine (or process role) kind."""
+
+    name: str
+    kind: str  # "engine" (a rank of the model) or "router" (a proxy in front of ranks)
+    program: tuple[str, ...]  # the default program, when the image gives no entrypoint
+    # Flags the plan renders itself, each mapped to the lane key (or source) to use instead.
+    plan_owned: Mapping[str, str]
+    host_ip_env: str  # the variable through which a rank advertises its fabric address
+    timeouts: tuple[Timeout, ...]
+    memory_fraction_flag: str
+    max_len_flag: str
+    argv: Callable[[RankArgs], list]
+    # Which ranks answer HTTP: the head always; workers too where the engine runs a health server.
+    workers_serve_health: bool
+    # Roles started first (workers wait for the head's rendezvous store) and stopped first.
+    start_first: tuple[str, ...] = ("head",)
+    stop_first: tuple[str, ...] = ("head",)
+    milestones: tuple[Milestone, ...] = ()
+    # Lines that identify the engine in a log whose engine is not known (failure triage).
+    log_hint: re.Pattern | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def timeout(self, name: str) -> Timeout | None:
+        return next((t for t in self.timeouts if t.name == name), None)
+
+    def budget_defaults(self, budget_s: float) -> tuple[dict, dict]:
+        """(env, flags) the boot budget fills when the lane leaves them unset."""
+        env, flags = {}, {}
+        for timeout in self.timeouts:
+            if timeout.budget:
+                (env if timeout.carrier == "env" else flags)[timeout.key] = budget_s
+        return env, flags
+
+
+def _vllm_argv(a: RankArgs) -> list:
+    # vLLM takes the model positionally; headless ranks (above 0) serve no HTTP.
+    argv = [a.model_path, "--served-model-name", a.served_name]
+    if a.rank == 0:
+        argv += ["--host", a.bind_host, "--port", str(a.port)]
+    argv += list(a.lane_args)
+    argv += ["--tensor-parallel-size", str(a.tensor_parallel)]
+    if a.pipeline_parallel > 1:
+        argv += ["--pipeline-parallel-size", str(a.pipeline_parallel)]
+    if a.nnodes > 1:
+        argv += ["--nnodes", str(a.nnodes), "--node-rank", str(a.rank),
+                 "--master-addr", a.head_ip, "--master-port", str(a.rendezvous_port)]
+        if a.rank > 0:
+            argv.append("--headless")
+    return argv
+
+
+def _sglang_argv(a: RankArgs) -> list:
+    # Every SGLang rank gets --host/--port: workers serve their health endpoint there.
+    argv = ["--model-path", a.model_path, "--served-model-name", a.served_name,
+            "--host", a.bind_host, "--port", str(a.port)]
+    argv += list(a.lane_args)
+    argv += ["--tp", str(a.tensor_parallel)]
+    if a.pipeline_parallel > 1:
+        argv += ["--pp-size", str(a.pipeline_parallel)]
+    if a.data_parallel > 1:
+        argv += ["--dp-size", str(a.data_parallel)]
+    if a.nnodes > 1:
+        argv += ["--nnodes", str(a.nnodes), "--node-rank", str(a.rank),
+                 "--dist-init-addr", f"{a.head_ip}:{a.rendezvous_port}"]
+    return argv
+
+
+VLLM = Engine(
+    name="vllm",
+    kind="engine",
+    program=("vllm", "serve"),
+    plan_owned={
+        "--tensor-parallel-size": "topology.tensor_parallel", "-tp": "topology.tensor_parallel",
+        "--pipeline-parallel-size": "topology.pipeline_parallel", "-pp": "topology.pipeline_parallel",
+        "--nnodes": "topology.nodes", "--node-rank": "the inventory order of lane_nodes",
+        "--master-addr": "the head host's fabric_ip", "--master-port": "serve.rendezvous_port",
+        "--headless": "the plan (ranks above 0)", "--host": "the plan", "--port": "serve.port",
+        "--served-model-name": "model.served_name",
+    },
+    host_ip_env="VLLM_HOST_IP",
+    timeouts=(
+        Timeout("engine_ready", "env", "VLLM_ENGINE_READY_TIMEOUT_S", 600.0, budget=True,
+                covers="loading and warm-up"),
+        Timeout("distributed", "flag", "--distributed-timeout-seconds", 600.0, budget=True,
+                covers="the slowest rank's rendezvous and load"),
+    ),
+    memory_fraction_flag="--gpu-memory-utilization",
+    max_len_flag="--max-model-len",
+    argv=_vllm_argv,
+    workers_serve_health=False,
+    # Stopping the head first ends the API before the group breaks up; headless workers follow.
+    start_first=("head",),
+    stop_first=("head",),
+    milestones=(
+        _m(r"Launching vLLM .*headless|headless multiproc executor|Initializing a V1 LLM engine"
+           r"|distributed_init_method=|vLLM API server version|Waiting for \d+ node\(s\) to join",
+           "rendezvous", "rendezvous"),
+        _m(r"is assigned as DP rank|vLLM is using nccl|Starting to load model|All \d+ nodes joined",
+           "loading", "load_begin"),
+        _m(r"Loading weights took|Model loading took", "barrier", "loaded"),
+        _m(r"Memory profiling takes|Available KV cache memory|KV cache size: |Maximum concurrency for"
+           r"|torch\.compile takes|Dynamo bytecode transform", "kv_profile", "profile"),
+        _m(r"Capturing CUDA graphs", "graph_capture", "capture"),
+        _m(r"Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took",
+           "warmup", "warmup"),
+        _m(r"Starting vLLM (?:API )?server(?: \d+)? on|Application startup complete|Uvicorn running on",
+           "ready", "api_up"),
+    ),
+    log_hint=re.compile(r"\bvLLM\b|vllm\.entrypoints"),
+    extra={"default_rendezvous_port": 29501},
+)
+
+SGLANG = Engine(
+    name="sglang",
+    kind="engine",
+    program=("python3", "-m", "sglang.launch_server"),
+    plan_owned={
+        "--tp": "topology.tensor_parallel", "--tp-size": "topology.tensor_parallel",
+        "--tensor-parallel-size": "topology.tensor_parallel", "--pp-size": "topology.pipeline_parallel",
+        "--nnodes": "topology.nodes", "--node-rank": "the inventory order of lane_nodes",
+        "--dist-init-addr": "the head host's fabric_ip and serve.rendezvous_port", "--host": "the plan",
+        "--port": "serve.port", "--model-path": "model.dir under lanekit_weights_root",
+        "--served-model-name": "model.served_name",
+    },
+    host_ip_env="SGLANG_HOST_IP",
+    timeouts=(
+        Timeout("distributed", "flag", "--dist-timeout", 600.0, budget=True,
+                covers="the slowest rank's rendezvous and load"),
+        # Stock SGLang hard-codes 480 s for the post-load barrier; the baked patch reads this variable.
+        Timeout("barrier", "env", "SGLANG_UNBALANCED_LOAD_TIMEOUT_S", 480.0, budget=True,
+                covers="the slowest rank's load"),
+        Timeout("watchdog", "flag", "--watchdog-timeout", 300.0, covers="warm-up"),
+    ),
+    memory_fraction_flag="--mem-fraction-static",
+    max_len_flag="--context-length",
+    argv=_sglang_argv,
+    workers_serve_health=True,
+    # SGLang workers ignore SIGTERM until rank 0 broadcasts its shutdown, so rank 0 stops first.
+    start_first=("head",),
+    stop_first=("head",),
+    milestones=(
+        _m(r"server_args=ServerArgs|Init torch distributed begin", "rendezvous", "rendezvous"),
+        _m(r"Init torch distributed ends|Load weight begin", "loading", "load_begin"),
+        _m(r"Load weight end|Post-load barrier", "barrier", "loaded"),
+        _m(r"Memory pool end|KV Cache is allocated|max_total_num_tokens=", "kv_profile", "profile"),
+        _m(r"Capture cuda graph begin|Capturing batches", "graph_capture", "capture"),
+        _m(r"Capture cuda graph end|NCCL/RCCL/HCCL warmup completed|Uvicorn running on"
+           r"|Application startup complete", "warmup", "warmup"),
+        _m(r"The server is fired up and ready to roll", "ready", "api_up"),
+        _m(r"Dummy health check server started", "ready", "worker_ready"),
+    ),
+    log_hint=re.compile(r"\bsglang\b|SGLang|ServerArgs\("),
+)
+
+ENGINES: Mapping[str, Engine] = {e.name: e for e in (VLLM, SGLANG)}
+
+# Milestones every engine prints (the weight bar names the phase on its own).
+COMMON_MILESTONES: tuple[Milestone, ...] = (
+    _m(r"Loading safetensors checkpoint shards", "loading", "load_begin"),
+)
+
+
+def get(name: str | None) -> Engine:
+    """The record of engine ``name``; a sentence naming the known engines otherwise."""
+    try:
+        return ENGINES[str(name)]
+    except KeyError:
+        raise LanekitError(
+            f"engine {name!r} is not one lanekit knows; known engines: {', '.join(sorted(ENGINES))}."
+        ) from None
+
+
+def milestones(name: str | None) -> tuple[Milestone, ...]:
+    """The milestones to read a log with: the engine's own and the common ones (all when unknown)."""
+    if name in ENGINES:
+        return ENGINES[name].milestones + COMMON_MILESTONES
+    return tuple(m for e in ENGINES.values() for m in e.milestones) + COMMON_MILESTONES
+
+
+def guess_from_log(text: str) -> str | None:
+    """The engine a log line names, for logs whose engine is not known."""
+    for engine in ENGINES.values():
+        if engine.log_hint is not None and engine.log_hint.search(text):
+            return engine.name
+    return None
