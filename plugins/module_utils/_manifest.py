@@ -23,6 +23,7 @@ import os
 import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, fsync_dir  # noqa: F401  (re-exported for _staging)
 
 MANIFEST_NAME = "MANIFEST.json"
 SUMS_NAME = "SHA256SUMS"
@@ -355,38 +356,6 @@ def _is_link(st) -> bool:
 
 # ---------------------------------------------------------------------------------------------
 # small durable-file helpers
-
-
-def fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` through a temp name in the same directory, fsync, rename."""
-    d = os.path.dirname(path) or "."
-    os.makedirs(d, exist_ok=True)
-    tmp = os.path.join(d, ".%s.tmp-%d" % (os.path.basename(path), os.getpid()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
-    fsync_dir(d)
 
 
 def read_bytes(path: str):
