@@ -19,7 +19,7 @@ from simlib import (ROOT, SGLANG_LANE, assert_no_traceback, changed_hosts, docke
 
 
 @pytest.fixture()
-def running_lane():
+def running_lane(vllm_serving):
     """The lane's rank containers before a refused run, to prove the run left them as they were."""
     before = lane_containers()
     assert len(before) == 8 and all(state == "running" for _, state in before.values()), before

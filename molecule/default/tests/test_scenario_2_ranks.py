@@ -1,8 +1,8 @@
 """Failure handling on the simulated cluster, driven the way a user drives it: deploy-lane.yml
 with a lane override (here: the stand-in engines' fault injection), then teardown-lane.yml.
 
-Runs after the scenario's converge/idempotence/verify on the deployed lane, in file order:
-one flag changed, a rank crashing in warm-up, a rank hanging mid-load, a rank that never joins
+Each test asks for the state it needs (conftest.py), so the file also runs alone; in the full
+scenario it finds the lane that converge deployed: one flag changed, a rank crashing in warm-up, a rank hanging mid-load, a rank that never joins
 (teardown is in test_scenario_4). Each test states what a person would check: the exit, the rank named, the fix printed,
 the bundle written, the containers kept.
 """
@@ -32,7 +32,7 @@ def fault(rank: int, phase: str, line: str | None = None, hang: bool = False) ->
     return {"serve": {"env": env}}
 
 
-def test_check_mode_diff_shows_the_changed_flag_per_rank_and_changes_nothing():
+def test_check_mode_diff_shows_the_changed_flag_per_rank_and_changes_nothing(vllm_serving):
     before = lane_containers()
     proc = run_playbook("deploy-lane.yml", {"serve": {"args": {"--max-num-seqs": 333}}}, extra=["--check", "--diff"])
     assert proc.returncode == 0
@@ -44,7 +44,7 @@ def test_check_mode_diff_shows_the_changed_flag_per_rank_and_changes_nothing():
     assert lane_containers() == before, "check mode touched the ranks"
 
 
-def test_one_changed_flag_recreates_the_ranks_and_nothing_else():
+def test_one_changed_flag_recreates_the_ranks_and_nothing_else(vllm_serving):
     before = {c["Names"]: c["ID"] for node in NODES for c in rank_containers(node)}
     assert len(before) == 8, "the lane is not deployed before this test"
     # A value no earlier run used, so the plan really changes whatever ran before.
@@ -65,7 +65,7 @@ def test_one_changed_flag_recreates_the_ranks_and_nothing_else():
     assert all(after[name] != before[name] for name in before), "every rank runs the new argv in a new container"
 
 
-def test_rank_crash_in_warmup_fails_fast_names_rank_and_fix_keeps_everything():
+def test_rank_crash_in_warmup_fails_fast_names_rank_and_fix_keeps_everything(vllm_only):
     started = time.time()
     proc = run_playbook("deploy-lane.yml", fault(3, "warmup", G1_LINE))
     assert proc.returncode != 0
@@ -91,7 +91,7 @@ def test_rank_crash_in_warmup_fails_fast_names_rank_and_fix_keeps_everything():
     record_timing("crash in warm-up", proc.seconds, noticed.group(0) if noticed else "seen before the exit")
 
 
-def test_hung_rank_trips_stall_detection():
+def test_hung_rank_trips_stall_detection(vllm_only):
     proc = run_playbook("deploy-lane.yml", fault(5, "load", hang=True))
     assert proc.returncode != 0
     assert re.search(r"stall|no progress", proc.stdout, re.IGNORECASE)
@@ -99,7 +99,7 @@ def test_hung_rank_trips_stall_detection():
     record_timing("hung rank (stall_s 60)", proc.seconds)
 
 
-def test_rank_that_never_joins_is_named():
+def test_rank_that_never_joins_is_named(vllm_only):
     proc = run_playbook("deploy-lane.yml", fault(5, "rendezvous", hang=True))
     assert proc.returncode != 0
     assert re.search(r"never joined|did not join|not joined|waiting for r5", proc.stdout, re.IGNORECASE)

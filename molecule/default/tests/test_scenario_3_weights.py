@@ -108,7 +108,7 @@ def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint):
     assert verified.returncode == 0 and changed_hosts(verified.stdout) == set()
 
 
-def test_flipped_byte_is_found_by_full_verify_and_only_that_file_is_fetched_again():
+def test_flipped_byte_is_found_by_full_verify_and_only_that_file_is_fetched_again(vllm_staged):
     weights = plan()["weights"]["path"]
     directory = host_path(weights)
     victim = os.path.join(directory, shards(directory)[1])
@@ -142,7 +142,7 @@ def test_flipped_byte_is_found_by_full_verify_and_only_that_file_is_fetched_agai
     assert again.returncode == 0 and changed_hosts(again.stdout) == set()
 
 
-def test_node_that_cannot_see_a_shard_stops_the_deploy_naming_it():
+def test_node_that_cannot_see_a_shard_stops_the_deploy_naming_it(vllm_staged):
     weights = plan()["weights"]["path"]
     directory = host_path(weights)
     hidden = shards(directory)[2]

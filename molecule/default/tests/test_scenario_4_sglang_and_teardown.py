@@ -1,6 +1,7 @@
 """The end of the scenario: the vLLM lane is torn down, then the report's second lane (SGLang,
 with its baked barrier patch) is deployed on the same 8 nodes, reaches ready, re-runs quietly,
-and is torn down in the engine's order. Runs last: it replaces the lane the earlier files test.
+and is torn down in the engine's order. Each test sets up what it needs (conftest.py); in the
+full scenario it runs last, since it replaces the lane the earlier files test.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from simlib import (ANSI, LANE, NODES, ROOT, SGLANG_LANE, assert_no_traceback, c
                     lane_containers, plan, rank_containers, run_playbook)
 
 
-def test_teardown_leaves_no_container_running_and_keeps_the_logs():
+def test_teardown_leaves_no_container_running_and_keeps_the_logs(vllm_present):
     proc = run_playbook("teardown-lane.yml", extra=["-e", "teardown_remove=true"])
     assert proc.returncode == 0
     for node in NODES:
@@ -23,7 +24,7 @@ def test_teardown_leaves_no_container_running_and_keeps_the_logs():
     assert glob.glob(os.path.join(newest, "**", "*.log"), recursive=True), f"no rank log in {newest}"
 
 
-def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly():
+def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly(sglang_only):
     proc = run_playbook("deploy-lane.yml", lane=SGLANG_LANE, timeout=1500)
     assert proc.returncode == 0
     assert_no_traceback(proc.stdout)
@@ -46,7 +47,7 @@ def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly()
     assert again.returncode == 0 and changed_hosts(again.stdout, ignore=()) == set()
 
 
-def test_sglang_teardown_stops_rank_zero_first_and_removes_every_rank():
+def test_sglang_teardown_stops_rank_zero_first_and_removes_every_rank(sglang_serving):
     proc = run_playbook("teardown-lane.yml", lane=SGLANG_LANE, extra=["-e", "teardown_remove=true"])
     assert proc.returncode == 0
     # The task that stops first must have stopped rank 0 and only it; the others follow in the next task.

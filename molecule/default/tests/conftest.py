@@ -1,0 +1,71 @@
+"""Fixtures that let each scenario file run alone (`pytest molecule/default/tests/test_scenario_3_weights.py`)
+or in any order: each test asks for the state it needs, and the fixture brings the simulated
+cluster there only when it is not already so. In the full scenario's file order every fixture
+finds its state in place and does nothing, so sharing one deployed lane costs no redeploys.
+Test code only (not part of the collection)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from simlib import LANE, ROOT, SGLANG_LANE, lane_containers, run_playbook
+
+LANES = (LANE, SGLANG_LANE)
+
+
+def _serving(lane: str) -> bool:
+    ranks = lane_containers(lane)
+    return len(ranks) == 8 and all(state == "running" for _, state in ranks.values())
+
+
+def _remove_other_lanes(lane: str) -> None:
+    """One lane per node: tear down (archiving their logs) any other lane's ranks."""
+    for other in LANES:
+        if other != lane and lane_containers(other):
+            proc = run_playbook("teardown-lane.yml", lane=other, extra=["-e", "teardown_remove=true"])
+            assert proc.returncode == 0, f"could not tear down {other} before using {lane}"
+
+
+def _deploy(lane: str) -> None:
+    _remove_other_lanes(lane)
+    proc = run_playbook("deploy-lane.yml", lane=lane, timeout=1500)
+    assert proc.returncode == 0, f"setting up: {lane} did not deploy"
+
+
+@pytest.fixture()
+def vllm_serving():
+    """The vLLM seed lane serving on all 8 nodes (deployed only when it is not)."""
+    if not _serving(LANE):
+        _deploy(LANE)
+
+
+@pytest.fixture()
+def vllm_present():
+    """Rank containers of the vLLM seed lane exist (running or failed); deployed when none do."""
+    if not lane_containers(LANE):
+        _deploy(LANE)
+
+
+@pytest.fixture()
+def vllm_only():
+    """No other lane's ranks on the nodes (the fault tests deploy the vLLM lane themselves)."""
+    _remove_other_lanes(LANE)
+
+
+@pytest.fixture()
+def vllm_staged():
+    """The vLLM seed lane's plan file written and its weights staged (no ranks needed)."""
+    if not os.path.isfile(os.path.join(ROOT, "reports", LANE, "plan.json")):
+        proc = run_playbook("stage-weights.yml")
+        assert proc.returncode == 0, "setting up: the vLLM lane's weights did not stage"
+
+
+@pytest.fixture()
+def sglang_only():
+    _remove_other_lanes(SGLANG_LANE)
+
+
+@pytest.fixture()
+def sglang_serving():
+    if not _serving(SGLANG_LANE):
+        _deploy(SGLANG_LANE)
