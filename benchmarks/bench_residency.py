@@ -21,11 +21,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from _common import GIB, MIB, ROOT, evict, import_collection  # noqa: E402
+from _common import GIB, MIB, evict, import_collection  # noqa: E402
 
 
 SUB = r"""

@@ -5,7 +5,7 @@
 
 A reader (a node, a person, a later run) sees either the old file or the new one under its
 final name, never a half-written one: write a temporary name in the same directory, fsync,
-rename, fsync the directory.
+rename, fsync the directory. A write that fails leaves the old file (if any) and no temporary.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import os
 
 
 def fsync_dir(path: str) -> None:
+    """fsync a directory so a rename inside it survives a crash; best effort (some filesystems refuse)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
@@ -26,21 +27,41 @@ def fsync_dir(path: str) -> None:
 
 
 def atomic_write(path: str, data: bytes | str, mode: int = 0o644) -> None:
-    """Write ``data`` (text is UTF-8 encoded) to ``path`` through a temp name in the same directory, fsync, rename."""
+    """Write ``data`` (text is UTF-8 encoded) to ``path`` through a temp name in the same directory, fsync, rename.
+
+    On any failure the temporary file is removed and the exception propagates; ``path`` keeps
+    its previous content (or stays absent).
+    """
     if isinstance(data, str):
         data = data.encode("utf-8")
     d = os.path.dirname(path) or "."
     os.makedirs(d, exist_ok=True)
-    tmp = os.path.join(d, ".%s.tmp-%d" % (os.path.basename(path), os.getpid()))
+    tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     fsync_dir(d)
+
+
+def read_bytes(path: str) -> bytes | None:
+    """The content of ``path``, or None when it does not exist (to compare before rewriting)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None

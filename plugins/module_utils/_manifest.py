@@ -1,7 +1,7 @@
 # Copyright: lanekit developers
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""Weights manifest, SHA256SUMS and the staging journal.
+"""What a staged checkpoint directory holds and must hold: manifest, SHA256SUMS, journal, file plan.
 
 The manifest (``MANIFEST.json``) is the completeness marker of a staged checkpoint: it is
 written last, atomically, and only once every file it names is in place under its final name
@@ -13,6 +13,8 @@ inode and mtime it had at that moment. It is appended (and fsynced) *before* the
 killed at any point can tell on restart which final files it can trust without re-hashing them:
 an entry is valid only while the file still has the same size, inode and mtime.
 
+``plan_files`` diffs the files a source declares against the directory (stats only, no reads).
+
 Everything here is stdlib only: it runs on the staging host and on every node.
 """
 from __future__ import annotations
@@ -21,9 +23,12 @@ import hashlib
 import json
 import os
 import re
+import stat as statmod
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, fsync_dir  # noqa: F401  (re-exported for _staging)
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 
 MANIFEST_NAME = "MANIFEST.json"
 SUMS_NAME = "SHA256SUMS"
@@ -46,15 +51,16 @@ class FileSpec:
 
     __slots__ = ("path", "size", "sha256", "git_sha1", "origin")
 
-    def __init__(self, path, size, sha256=None, git_sha1=None, origin=None):
+    def __init__(self, path: str, size: int, sha256: str | None = None, git_sha1: str | None = None,
+                 origin: str | None = None) -> None:
         self.path = path
         self.size = int(size)
         self.sha256 = sha256
         self.git_sha1 = git_sha1
         self.origin = origin
 
-    def __repr__(self):  # pragma: no cover - debugging aid
-        return "FileSpec(%r, %d, sha256=%r)" % (self.path, self.size, self.sha256)
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"FileSpec({self.path!r}, {self.size}, sha256={self.sha256!r})"
 
 
 def check_relpath(path: str) -> str:
@@ -62,35 +68,37 @@ def check_relpath(path: str) -> str:
     if not isinstance(path, str) or not path:
         raise LanekitError("A checkpoint file has an empty name; the source listing is broken.")
     if path.startswith("/") or "\\" in path or "\x00" in path:
-        raise LanekitError("Checkpoint file %r is not a relative path inside the checkpoint." % path)
+        raise LanekitError(f"Checkpoint file {path!r} is not a relative path inside the checkpoint.")
     parts = path.split("/")
     if any(p in ("", ".", "..") for p in parts):
-        raise LanekitError("Checkpoint file %r escapes or is not normalised (empty, '.' or '..' part)." % path)
+        raise LanekitError(f"Checkpoint file {path!r} escapes or is not normalised (empty, '.' or '..' part).")
     if parts[0] in OWN_NAMES:
         raise LanekitError(
-            "Checkpoint file %r collides with a name lanekit keeps for itself (%s); exclude it with "
-            "ignore_patterns." % (path, ", ".join(OWN_NAMES)))
+            f"Checkpoint file {path!r} collides with a name lanekit keeps for itself ({', '.join(OWN_NAMES)}); "
+            "exclude it with ignore_patterns.")
     return path
 
 
-def is_commit(revision) -> bool:
+def is_commit(revision: object) -> bool:
+    """True for a full 40-hex commit id (the only revision a lane may pin)."""
     return isinstance(revision, str) and COMMIT_RE.match(revision) is not None
 
 
-def files_digest(entries) -> str:
+def files_digest(entries: Iterable[dict[str, Any]]) -> str:
     """sha256 over the sorted ``path size sha256`` lines: identifies the staged content."""
     h = hashlib.sha256()
     for e in sorted(entries, key=lambda x: x["path"]):
-        h.update(("%s\t%d\t%s\n" % (e["path"], e["size"], e["sha256"])).encode("utf-8"))
+        h.update(f"{e['path']}\t{int(e['size'])}\t{e['sha256']}\n".encode("utf-8"))
     return h.hexdigest()
 
 
-def build_manifest(model_id, revision, source, entries) -> dict:
+def build_manifest(model_id: str | None, revision: str | None, source: dict[str, Any],
+                   entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Return the manifest document for ``entries`` (dicts with path, size, sha256)."""
     files = []
     for e in sorted(entries, key=lambda x: x["path"]):
         if not SHA256_RE.match(e.get("sha256") or ""):
-            raise LanekitError("Cannot write a manifest entry for %s without its sha256." % e["path"])
+            raise LanekitError(f"Cannot write a manifest entry for {e['path']} without its sha256.")
         files.append({"path": e["path"], "size": int(e["size"]), "sha256": e["sha256"]})
     return {
         "schema": SCHEMA,
@@ -104,21 +112,22 @@ def build_manifest(model_id, revision, source, entries) -> dict:
     }
 
 
-def dumps_manifest(manifest: dict) -> bytes:
+def dumps_manifest(manifest: dict[str, Any]) -> bytes:
+    """The manifest's bytes: sorted keys, no timestamps, so equal content gives equal bytes."""
     return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8")
 
 
-def render_sums(manifest: dict) -> bytes:
+def render_sums(manifest: dict[str, Any]) -> bytes:
     """SHA256SUMS in the format ``sha256sum -c`` reads (two spaces, binary-safe names)."""
     lines = []
     for f in manifest["files"]:
         if "\n" in f["path"]:
-            raise LanekitError("File name %r contains a newline; it cannot be listed in SHA256SUMS." % f["path"])
-        lines.append("%s  %s\n" % (f["sha256"], f["path"]))
+            raise LanekitError(f"File name {f['path']!r} contains a newline; it cannot be listed in SHA256SUMS.")
+        lines.append(f"{f['sha256']}  {f['path']}\n")
     return "".join(lines).encode("utf-8")
 
 
-def parse_sums(text: str) -> dict:
+def parse_sums(text: str) -> dict[str, str]:
     """Parse SHA256SUMS text into {path: sha256}; tolerates the ``*`` binary marker."""
     out = {}
     for n, line in enumerate(text.splitlines(), 1):
@@ -127,12 +136,12 @@ def parse_sums(text: str) -> dict:
             continue
         m = re.match(r"^([0-9a-fA-F]{64}) [ *](.+)$", line)
         if not m:
-            raise LanekitError("SHA256SUMS line %d is not '<sha256>  <path>': %r." % (n, line[:120]))
+            raise LanekitError(f"SHA256SUMS line {n} is not '<sha256>  <path>': {line[:120]!r}.")
         out[m.group(2)] = m.group(1).lower()
     return out
 
 
-def load_manifest(path: str):
+def load_manifest(path: str) -> dict[str, Any] | None:
     """Return the manifest at ``path``, None if absent; raise LanekitError if unreadable."""
     try:
         with open(path, "rb") as fh:
@@ -140,16 +149,16 @@ def load_manifest(path: str):
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise LanekitError("%s cannot be read as JSON (%s); remove it and stage again." % (path, exc))
+        raise LanekitError(f"{path} cannot be read as JSON ({exc}); remove it and stage again.")
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
-        raise LanekitError("%s is not a lanekit manifest (no 'files' list); remove it and stage again." % path)
+        raise LanekitError(f"{path} is not a lanekit manifest (no 'files' list); remove it and stage again.")
     for f in doc["files"]:
         if not isinstance(f, dict) or "path" not in f or "size" not in f:
-            raise LanekitError("%s has a file entry without path and size: %r." % (path, f))
+            raise LanekitError(f"{path} has a file entry without path and size: {f!r}.")
     return doc
 
 
-def manifest_index(manifest) -> dict:
+def manifest_index(manifest: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {f["path"]: f for f in (manifest or {}).get("files", [])}
 
 
@@ -164,13 +173,13 @@ class Journal:
     (a run killed while appending) is ignored. The last entry for a path wins.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.path = path
-        self.entries = {}
+        self.entries: dict[str, dict[str, Any]] = {}
         self.torn_lines = 0
-        self._fh = None
+        self._fh: Any = None
 
-    def load(self) -> "Journal":
+    def load(self) -> Journal:
         self.entries = {}
         self.torn_lines = 0
         try:
@@ -196,16 +205,17 @@ class Journal:
                 self.entries[rec["path"]] = rec
         return self
 
-    def get(self, path):
+    def get(self, path: str) -> dict[str, Any] | None:
         return self.entries.get(path)
 
-    def _open(self):
+    def _open(self) -> Any:
         if self._fh is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self._fh = open(self.path, "ab")
         return self._fh
 
-    def record(self, path, size, sha256, st, revision) -> dict:
+    def record(self, path: str, size: int, sha256: str, st: os.stat_result,
+               revision: str | None) -> dict[str, Any]:
         """Append one entry for a file whose stat is ``st`` and fsync the journal."""
         rec = {"path": path, "size": int(size), "sha256": sha256, "ino": st.st_ino,
                "mtime_ns": st.st_mtime_ns, "revision": revision}
@@ -213,12 +223,12 @@ class Journal:
         self.entries[path] = rec
         return rec
 
-    def forget(self, path) -> None:
+    def forget(self, path: str) -> None:
         if path in self.entries:
             self._append({"path": path, "drop": True})
             self.entries.pop(path, None)
 
-    def _append(self, rec) -> None:
+    def _append(self, rec: dict[str, Any]) -> None:
         fh = self._open()
         fh.write((json.dumps(rec, sort_keys=True) + "\n").encode("utf-8"))
         fh.flush()
@@ -229,7 +239,7 @@ class Journal:
             self._fh.close()
             self._fh = None
 
-    def compact(self, keep_paths) -> None:
+    def compact(self, keep_paths: Iterable[str]) -> None:
         """Rewrite the journal with only the current entries for ``keep_paths`` (atomic)."""
         self.close()
         keep = [self.entries[p] for p in sorted(keep_paths) if p in self.entries]
@@ -238,7 +248,7 @@ class Journal:
         self.entries = {r["path"]: r for r in keep}
 
 
-def journal_matches(rec, st, size) -> bool:
+def journal_matches(rec: dict[str, Any] | None, st: os.stat_result | None, size: int) -> bool:
     """True when a journal entry still describes the file whose (followed) stat is ``st``."""
     return (rec is not None and st is not None and rec.get("size") == size == st.st_size
             and rec.get("ino") == st.st_ino and rec.get("mtime_ns") == st.st_mtime_ns
@@ -260,18 +270,19 @@ class FilePlan:
 
     __slots__ = ("spec", "action", "reason", "expected_sha256", "dest_stat")
 
-    def __init__(self, spec, action, reason, expected_sha256=None, dest_stat=None):
+    def __init__(self, spec: FileSpec, action: str, reason: str, expected_sha256: str | None = None,
+                 dest_stat: os.stat_result | None = None) -> None:
         self.spec = spec
         self.action = action
         self.reason = reason
         self.expected_sha256 = expected_sha256
         self.dest_stat = dest_stat
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {"path": self.spec.path, "size": self.spec.size, "action": self.action, "reason": self.reason}
 
 
-def expected_sha256(spec: FileSpec, old_entry) -> str | None:
+def expected_sha256(spec: FileSpec, old_entry: dict[str, Any] | None) -> str | None:
     """The sha256 a staged copy of ``spec`` must have, if anything tells: the source, else the
     previous manifest of the same content (same size)."""
     if spec.sha256:
@@ -283,7 +294,10 @@ def expected_sha256(spec: FileSpec, old_entry) -> str | None:
     return None
 
 
-def plan_files(specs, dest_dir, journal, old_manifest=None, verify="quick", stat=os.stat, lstat=os.lstat):
+def plan_files(specs: Iterable[FileSpec], dest_dir: str, journal: Journal | None,
+               old_manifest: dict[str, Any] | None = None, verify: str = "quick",
+               stat: Callable[[str], os.stat_result] = os.stat,
+               lstat: Callable[[str], os.stat_result] = os.lstat) -> list[FilePlan]:
     """Diff the planned files against what ``dest_dir`` holds. Stats only; never reads data.
 
     ``verify``: ``quick`` trusts journal entries whose stat still matches; ``full`` marks every
@@ -291,7 +305,7 @@ def plan_files(specs, dest_dir, journal, old_manifest=None, verify="quick", stat
     is for the same revision (it supplies expected digests for local sources).
     """
     old = manifest_index(old_manifest)
-    plans = []
+    plans: list[FilePlan] = []
     for spec in specs:
         dest = os.path.join(dest_dir, spec.path)
         exp = expected_sha256(spec, old.get(spec.path))
@@ -303,13 +317,13 @@ def plan_files(specs, dest_dir, journal, old_manifest=None, verify="quick", stat
         except NotADirectoryError:
             plans.append(FilePlan(spec, "fetch", "missing (a parent is not a directory)", exp))
             continue
-        if not _is_regular(lst):
-            kind = "a symlink" if _is_link(lst) else "not a regular file"
-            plans.append(FilePlan(spec, "fetch", "%s; replacing with a real file" % kind, exp))
+        if not statmod.S_ISREG(lst.st_mode):
+            kind = "a symlink" if statmod.S_ISLNK(lst.st_mode) else "not a regular file"
+            plans.append(FilePlan(spec, "fetch", f"{kind}; replacing with a real file", exp))
             continue
         st = lst
         if st.st_size != spec.size:
-            plans.append(FilePlan(spec, "fetch", "size %d, expected %d" % (st.st_size, spec.size), exp, st))
+            plans.append(FilePlan(spec, "fetch", f"size {st.st_size}, expected {spec.size}", exp, st))
             continue
         rec = journal.get(spec.path) if journal is not None else None
         trusted = journal_matches(rec, st, spec.size) and (exp is None or rec["sha256"] == exp)
@@ -328,7 +342,7 @@ def plan_files(specs, dest_dir, journal, old_manifest=None, verify="quick", stat
     return plans
 
 
-def extra_files(dest_dir, wanted_paths):
+def extra_files(dest_dir: str, wanted_paths: Iterable[str]) -> list[str]:
     """Regular files and links under ``dest_dir`` that the plan does not name (own names excluded)."""
     wanted = set(wanted_paths)
     extras = []
@@ -338,29 +352,7 @@ def extra_files(dest_dir, wanted_paths):
             dirs[:] = [d for d in dirs if d != STATE_DIR]
             files = [f for f in files if f not in (MANIFEST_NAME, SUMS_NAME)]
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
-            rel = name if rel_root == "." else rel_root.replace(os.sep, "/") + "/" + name
+            rel = name if rel_root == "." else f"{rel_root.replace(os.sep, '/')}/{name}"
             if rel not in wanted:
                 extras.append(rel)
     return sorted(extras)
-
-
-def _is_regular(st) -> bool:
-    import stat as _stat
-    return _stat.S_ISREG(st.st_mode)
-
-
-def _is_link(st) -> bool:
-    import stat as _stat
-    return _stat.S_ISLNK(st.st_mode)
-
-
-# ---------------------------------------------------------------------------------------------
-# small durable-file helpers
-
-
-def read_bytes(path: str):
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None

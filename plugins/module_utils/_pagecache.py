@@ -33,6 +33,8 @@ import re
 import stat as statmod
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -59,12 +61,13 @@ class _Cachestat(ctypes.Structure):
                 ("nr_recently_evicted", ctypes.c_uint64)]
 
 
-_libc = None
+_libc: Any = None
 _libc_lock = threading.Lock()
-_cachestat_state = {"available": None}
+_cachestat_state: dict[str, bool | None] = {"available": None}
 
 
-def libc():
+def libc() -> Any:
+    """The C library with the prototypes used here (mmap, mincore, syscall); raises OSError if absent."""
     global _libc
     with _libc_lock:
         if _libc is None:
@@ -97,7 +100,7 @@ def resident_bytes(resident_pages: int, size: int, psize: int) -> int:
     return min(size, resident_pages * psize)
 
 
-def pct(part, whole):
+def pct(part: float | None, whole: float | None) -> float | None:
     if part is None or whole is None:
         return None
     if whole <= 0:
@@ -109,11 +112,11 @@ def pct(part, whole):
 # cachestat / mincore
 
 
-def cachestat_nr():
+def cachestat_nr() -> int | None:
     return _CACHESTAT_NR.get(platform.machine().lower())
 
 
-def cachestat(fd: int, offset: int = 0, length: int = 0):
+def cachestat(fd: int, offset: int = 0, length: int = 0) -> tuple[int, int, int, int, int]:
     """Return (nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted) or raise OSError.
 
     ``length`` 0 means "to the end of the file". ENOSYS means the kernel lacks it.
@@ -166,7 +169,7 @@ def mincore_pages(fd: int, size: int, window: int = 1 * GIB) -> int:
     return total
 
 
-def mincore_trustworthy(path, st) -> bool:
+def mincore_trustworthy(path: str, st: os.stat_result) -> bool:
     """mincore answers truthfully only for a caller who owns the file or may write it (or has
     CAP_FOWNER, which root has); for anyone else it reports every page resident."""
     euid = os.geteuid()
@@ -181,26 +184,29 @@ def mincore_trustworthy(path, st) -> bool:
 
 
 class FileResidency:
+    """Page-cache residency of one file; ``resident_pages`` None means unknown (never "warm")."""
+
     __slots__ = ("path", "size", "pages", "resident_pages", "method", "reason", "dirty_pages",
                  "evicted_pages", "recently_evicted_pages")
 
-    def __init__(self, path, size, pages, resident_pages=None, method="unknown", reason=None):
+    def __init__(self, path: str, size: int, pages: int, resident_pages: int | None = None,
+                 method: str = "unknown", reason: str | None = None) -> None:
         self.path = path
         self.size = size
         self.pages = pages
         self.resident_pages = resident_pages
         self.method = method
         self.reason = reason
-        self.dirty_pages = None
-        self.evicted_pages = None
-        self.recently_evicted_pages = None
+        self.dirty_pages: int | None = None
+        self.evicted_pages: int | None = None
+        self.recently_evicted_pages: int | None = None
 
-    def resident_bytes(self, psize):
+    def resident_bytes(self, psize: int) -> int | None:
         if self.resident_pages is None:
             return None
         return resident_bytes(self.resident_pages, self.size, psize)
 
-    def as_dict(self, psize, name=None):
+    def as_dict(self, psize: int, name: str | None = None) -> dict[str, Any]:
         rb = self.resident_bytes(psize)
         d = {"path": name or self.path, "size": self.size, "pages": self.pages,
              "resident_pages": self.resident_pages, "resident_bytes": rb,
@@ -212,7 +218,8 @@ class FileResidency:
         return d
 
 
-def measure_fd(fd, path, size, method="auto", st=None, psize=None) -> FileResidency:
+def measure_fd(fd: int, path: str, size: int, method: str = "auto", st: os.stat_result | None = None,
+               psize: int | None = None) -> FileResidency:
     psize = psize or page_size()
     pages = pages_for(size, psize)
     res = FileResidency(path, size, pages)
@@ -231,7 +238,7 @@ def measure_fd(fd, path, size, method="auto", st=None, psize=None) -> FileReside
                 res.reason = "cachestat refused (EPERM): not owner and no write permission; run as root"
                 return res
             if method == "cachestat":
-                res.reason = "cachestat unavailable (%s)" % (exc.strerror or exc)
+                res.reason = f"cachestat unavailable ({exc.strerror or exc})"
                 return res
     st = st or os.fstat(fd)
     if not mincore_trustworthy(path, st):
@@ -241,11 +248,11 @@ def measure_fd(fd, path, size, method="auto", st=None, psize=None) -> FileReside
         res.resident_pages = min(pages, mincore_pages(fd, size))
         res.method = "mincore"
     except OSError as exc:
-        res.reason = "mincore failed (%s)" % (exc.strerror or exc)
+        res.reason = f"mincore failed ({exc.strerror or exc})"
     return res
 
 
-def measure_file(path, method="auto", psize=None) -> FileResidency:
+def measure_file(path: str, method: str = "auto", psize: int | None = None) -> FileResidency:
     """Residency of one file. Missing or unreadable files come back with method 'unknown'."""
     psize = psize or page_size()
     try:
@@ -254,9 +261,9 @@ def measure_file(path, method="auto", psize=None) -> FileResidency:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError as exc:
-            return FileResidency(path, 0, 0, None, "unknown", "cannot open (%s)" % exc.strerror)
+            return FileResidency(path, 0, 0, None, "unknown", f"cannot open ({exc.strerror})")
     except OSError as exc:
-        return FileResidency(path, 0, 0, None, "unknown", "cannot open (%s)" % exc.strerror)
+        return FileResidency(path, 0, 0, None, "unknown", f"cannot open ({exc.strerror})")
     try:
         st = os.fstat(fd)
         return measure_fd(fd, path, st.st_size, method=method, st=st, psize=psize)
@@ -264,7 +271,7 @@ def measure_file(path, method="auto", psize=None) -> FileResidency:
         os.close(fd)
 
 
-def summarize(results, psize):
+def summarize(results: Sequence[FileResidency], psize: int) -> dict[str, Any]:
     total = sum(r.size for r in results)
     known = [r for r in results if r.resident_pages is not None]
     unknown = [r for r in results if r.resident_pages is None]
@@ -289,9 +296,13 @@ MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "Cached", "Buffers", "Act
                 "Inactive(file)", "Dirty", "Writeback", "Mlocked")
 
 
-def parse_meminfo(text: str) -> dict:
-    """/proc/meminfo text -> {key: bytes}."""
-    out = {}
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo text -> {key: value}; values with a ``kB`` unit are converted to bytes.
+
+    The one meminfo parser of the collection: every key of the file is kept (``MemTotal``,
+    ``MemFree``, ``MemAvailable``, ``Cached``, ``HugePages_Total``...); unitless counters stay counts.
+    """
+    out: dict[str, int] = {}
     for line in text.splitlines():
         m = re.match(r"^([\w()]+):\s+(\d+)(?:\s+(\w+))?", line)
         if not m:
@@ -303,12 +314,13 @@ def parse_meminfo(text: str) -> dict:
     return out
 
 
-def read_meminfo(path="/proc/meminfo") -> dict:
+def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
+    """Parse ``path`` (``/proc/meminfo``); OSError propagates to the caller, which knows the context."""
     with open(path) as fh:
         return parse_meminfo(fh.read())
 
 
-def meminfo_report(mi: dict) -> dict:
+def meminfo_report(mi: dict[str, int]) -> dict[str, Any]:
     keys = ("MemTotal", "MemFree", "MemAvailable", "Cached")
     d = {k: mi.get(k) for k in keys}
     d.update({k.lower() + "_gib": round(mi[k] / GIB, 2) for k in keys if k in mi})
@@ -318,7 +330,7 @@ def meminfo_report(mi: dict) -> dict:
     return d
 
 
-def detect_uma(root="/proc/driver/nvidia/gpus"):
+def detect_uma(root: str = "/proc/driver/nvidia/gpus") -> tuple[bool, str | None]:
     """(True/False, gpu model) from the NVIDIA driver's per-GPU information files."""
     for info in sorted(glob.glob(os.path.join(root, "*", "information"))):
         try:
@@ -346,7 +358,7 @@ def memfree_floor(memory_fraction: float, device_memory_bytes: int, headroom_byt
     return engine_claim_bytes(memory_fraction, device_memory_bytes) + max(0, int(headroom_bytes))
 
 
-def warm_budget(mem_free: int, floor: int, need: int, cap=None) -> int:
+def warm_budget(mem_free: int, floor: int, need: int, cap: int | None = None) -> int:
     """Bytes that may be newly cached: what is needed, at most MemFree - floor, at most ``cap``."""
     room = max(0, mem_free - floor)
     b = min(max(0, need), room)
@@ -359,11 +371,12 @@ def warm_budget(mem_free: int, floor: int, need: int, cap=None) -> int:
 # ordering
 
 
-def natural_key(s: str):
+def natural_key(s: str) -> list[int | str]:
     return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", s)]
 
 
-def order_for_rank(paths, rank=None, world_size=None, first=None):
+def order_for_rank(paths: Iterable[str], rank: int | None = None, world_size: int | None = None,
+                   first: Sequence[str] | None = None) -> list[str]:
     """Warm order: explicitly named files, then this rank's share of the sorted files
     (``sorted[rank::world_size]``, the split the engines' own prefetch uses), then the rest;
     natural order inside each group."""
@@ -383,18 +396,21 @@ def order_for_rank(paths, rank=None, world_size=None, first=None):
 
 
 class WarmResult:
-    def __init__(self):
+    """What a warm did: bytes read and skipped, time, why it stopped, the lowest free memory seen."""
+
+    def __init__(self) -> None:
         self.bytes_read = 0
         self.bytes_skipped_resident = 0
         self.seconds = 0.0
         self.limited_by = "done"
-        self.min_mem_free = None
-        self.errors = []
+        self.min_mem_free: int | None = None
+        self.errors: list[str] = []
 
 
-def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_bytes=None, max_seconds=None,
-               segment_bytes=256 * MIB, meminfo=None, skip_resident=True, use_sendfile=True,
-               free_key="MemFree"):
+def warm_files(files: Iterable[tuple[str, int]], threads: int = 4, block_size: int = 16 * MIB,
+               floor_bytes: int = 0, budget_bytes: int | None = None, max_seconds: float | None = None,
+               segment_bytes: int = 256 * MIB, meminfo: Callable[[], dict[str, int]] | None = None,
+               skip_resident: bool = True, use_sendfile: bool = True, free_key: str = "MemFree") -> WarmResult:
     """Read ``files`` ([(path, size)] in priority order) into the page cache.
 
     Work is split into segments taken in order by ``threads`` workers; each segment is read
@@ -421,13 +437,13 @@ def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_byte
     t0 = time.monotonic()
     margin = threads * block_size
 
-    def limit(reason):
+    def limit(reason: str) -> None:
         with lock:
             if res.limited_by == "done":
                 res.limited_by = reason
         stop.set()
 
-    def allowed(nbytes):
+    def allowed(nbytes: int) -> bool:
         if max_seconds is not None and time.monotonic() - t0 > max_seconds:
             limit("time")
             return False
@@ -449,7 +465,7 @@ def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_byte
             return False
         return True
 
-    def worker():
+    def worker() -> None:
         buf = bytearray(block_size)
         fds = {}
         try:
@@ -513,7 +529,7 @@ def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_byte
                     pos += got
         except OSError as exc:
             with lock:
-                res.errors.append("%s: %s" % (exc.filename or "read", exc.strerror or exc))
+                res.errors.append(f"{exc.filename or 'read'}: {exc.strerror or exc}")
             stop.set()
         finally:
             for fd in fds.values():
@@ -532,7 +548,19 @@ def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_byte
     return res
 
 
-def evict_files(paths) -> int:
+def release_pages(fd: int, offset: int = 0, length: int = 0) -> bool:
+    """posix_fadvise(DONTNEED) on a range of one open file (clean pages only); best effort.
+
+    Only ever called on files lanekit names (staged weights, its own copies), never globally.
+    """
+    try:
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def evict_files(paths: Iterable[str]) -> int:
     """posix_fadvise(DONTNEED) on each file; returns how many files were advised."""
     n = 0
     for p in paths:
@@ -541,16 +569,13 @@ def evict_files(paths) -> int:
         except OSError:
             continue
         try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            n += 1
-        except OSError:
-            pass
+            n += release_pages(fd)
         finally:
             os.close(fd)
     return n
 
 
-def processes_mapping(prefix: str, proc="/proc"):
+def processes_mapping(prefix: str, proc: str = "/proc") -> list[int]:
     """PIDs (of this PID namespace) that map or hold open a file under ``prefix``."""
     prefix = prefix.rstrip("/") + "/"
     me = os.getpid()
@@ -583,7 +608,7 @@ def processes_mapping(prefix: str, proc="/proc"):
     return out
 
 
-def is_regular(path) -> bool:
+def is_regular(path: str) -> bool:
     try:
         return statmod.S_ISREG(os.stat(path).st_mode)
     except OSError:

@@ -262,6 +262,8 @@ in_use_by:
 
 import os
 import time
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -274,37 +276,40 @@ MIB = pc.MIB
 
 
 class CacheWarmth:
-    def __init__(self, p, check_mode, warn):
+    """Measure, warm or evict the page-cache residency of one staged weights directory."""
+
+    def __init__(self, p: dict[str, Any], check_mode: bool, warn: Callable[[str], None]) -> None:
         self.p = p
         self.check_mode = check_mode
         self.warn = warn
         self.path = p["path"].rstrip("/") or "/"
         self.psize = pc.page_size()
 
-    def files(self):
+    def files(self) -> dict[str, int]:
+        """{relative path: size} of the manifest's files (only ``files`` when given)."""
         man = load_manifest(os.path.join(self.path, MANIFEST_NAME))
         if man is None:
             raise LanekitError(
-                "%s has no %s; stage the weights first (the file list comes from the manifest)."
-                % (self.path, MANIFEST_NAME))
+                f"{self.path} has no {MANIFEST_NAME}; stage the weights first (the file list comes from the "
+                "manifest).")
         sizes = {f["path"]: int(f["size"]) for f in man["files"]}
         wanted = self.p["files"]
         if wanted:
             unknown = [f for f in wanted if f not in sizes]
             if unknown:
-                raise LanekitError("These files are not in the manifest of %s: %s."
-                                   % (self.path, ", ".join(unknown[:20])))
+                raise LanekitError(f"These files are not in the manifest of {self.path}: "
+                                   f"{', '.join(unknown[:20])}.")
             sizes = {k: v for k, v in sizes.items() if k in set(wanted)}
         return sizes
 
-    def measure(self, rels):
+    def measure(self, rels: Iterable[str]) -> dict[str, pc.FileResidency]:
         out = {}
         for rel in rels:
             out[rel] = pc.measure_file(os.path.join(self.path, *rel.split("/")), method=self.p["method"],
                                        psize=self.psize)
         return out
 
-    def run(self):
+    def run(self) -> dict[str, Any]:
         p = self.p
         if p["threads"] < 1 or p["block_size_mib"] < 1:
             raise LanekitError("threads and block_size_mib must be at least 1.")
@@ -323,10 +328,10 @@ class CacheWarmth:
         else:
             device = mi_before.get("MemTotal", 0)
         if not 0.0 <= p["memory_fraction"] <= 1.0:
-            raise LanekitError("memory_fraction must be between 0 and 1, not %s." % p["memory_fraction"])
+            raise LanekitError(f"memory_fraction must be between 0 and 1, not {p['memory_fraction']}.")
         claim = pc.engine_claim_bytes(p["memory_fraction"], device)
         headroom = int(max(0.0, p["headroom_gib"]) * GIB)
-        floor = claim + headroom
+        floor = pc.memfree_floor(p["memory_fraction"], device, headroom)
         # The engine on unified memory sizes itself from MemFree, so there the page cache must leave
         # MemFree above its claim. With a discrete GPU, page cache is reclaimable memory that competes
         # only with other cache: a busy host sits near MemFree=0 all the time, and a MemFree floor would
@@ -338,13 +343,13 @@ class CacheWarmth:
         unknown = sum_before["unknown_files"]
         if unknown:
             reasons = sorted({before[r].reason for r in order if before[r].reason})
-            self.warn("Residency of %d file(s) is unknown (%s); it is reported as unknown, not as warm."
-                      % (len(unknown), "; ".join(reasons)))
+            self.warn(f"Residency of {len(unknown)} file(s) is unknown ({'; '.join(reasons)}); it is reported "
+                      "as unknown, not as warm.")
         missing = [r for r in order if before[r].reason and before[r].reason.startswith("cannot open")]
         if missing:
             # weights_verify is the gate for missing files; here they are reported and left out
-            self.warn("%d weight file(s) cannot be opened on this node and are left out: %s."
-                      % (len(missing), ", ".join(missing[:10])))
+            self.warn(f"{len(missing)} weight file(s) cannot be opened on this node and are left out: "
+                      f"{', '.join(missing[:10])}.")
             order = [r for r in order if r not in missing]
             sizes = {r: sizes[r] for r in order}
             sum_before = pc.summarize([before[r] for r in order], self.psize)
@@ -353,13 +358,13 @@ class CacheWarmth:
         non_resident = sum(max(0, sizes[r] - (before[r].resident_bytes(self.psize) or 0)) for r in order)
         cap = int(p["budget_gib"] * GIB) if p["budget_gib"] is not None else None
         budget = pc.warm_budget(mi_before.get(free_key, 0), floor, non_resident, cap)
-        res = {
+        res: dict[str, Any] = {
             "changed": False, "path": self.path, "state": p["state"], "unified_memory": uma, "gpu_model": gpu,
-            "residency_before": sum_before, "missing_files": missing, "bytes_read": 0, "bytes_skipped_resident": 0, "seconds": 0.0,
-            "gib_per_s": 0.0, "limited_by": "none", "order": order[:50],
+            "residency_before": sum_before, "missing_files": missing, "bytes_read": 0, "bytes_skipped_resident": 0,
+            "seconds": 0.0, "gib_per_s": 0.0, "limited_by": "none", "order": order[:50],
             "budget": {"memory_fraction": p["memory_fraction"], "device_memory": device, "engine_claim": claim,
-                       "headroom": headroom, "memfree_floor": floor, "floor_on": free_key, "needed": non_resident, "budget": budget,
-                       "cap": cap},
+                       "headroom": headroom, "memfree_floor": floor, "floor_on": free_key, "needed": non_resident,
+                       "budget": budget, "cap": cap},
             "meminfo_before": pc.meminfo_report(mi_before),
         }
         after = before
@@ -375,30 +380,29 @@ class CacheWarmth:
             else:
                 w = pc.warm_files([(os.path.join(self.path, *r.split("/")), sizes[r]) for r in order],
                                   threads=p["threads"], block_size=p["block_size_mib"] * MIB, floor_bytes=floor,
-                                  free_key=free_key,
-                                  budget_bytes=cap, max_seconds=p["max_seconds"],
+                                  free_key=free_key, budget_bytes=cap, max_seconds=p["max_seconds"],
                                   skip_resident=p["method"] != "mincore")
                 if w.errors:
-                    raise LanekitError("Warming failed while reading: %s." % "; ".join(w.errors[:5]))
+                    raise LanekitError(f"Warming failed while reading: {'; '.join(w.errors[:5])}.")
                 res.update({"bytes_read": w.bytes_read, "bytes_skipped_resident": w.bytes_skipped_resident,
                             "seconds": round(w.seconds, 3), "limited_by": w.limited_by,
                             "gib_per_s": round(w.bytes_read / GIB / w.seconds, 3) if w.seconds > 0 else 0.0})
                 after = self.measure(order)
                 if w.limited_by == "budget":
-                    self.warn("Warming stopped at the memory budget: %s must stay above %.1f GiB "
-                              "(engine claim %.1f GiB + headroom %.1f GiB); %.1f GiB of the lane's weights "
-                              "are still not resident." % (free_key, floor / GIB, claim / GIB, headroom / GIB,
-                                                           self._not_resident(after, sizes) / GIB))
+                    self.warn(f"Warming stopped at the memory budget: {free_key} must stay above "
+                              f"{floor / GIB:.1f} GiB (engine claim {claim / GIB:.1f} GiB + headroom "
+                              f"{headroom / GIB:.1f} GiB); {self._not_resident(after, sizes) / GIB:.1f} GiB of the "
+                              "lane's weights are still not resident.")
                 elif w.limited_by == "time":
-                    self.warn("Warming stopped after max_seconds=%d." % p["max_seconds"])
+                    self.warn(f"Warming stopped after max_seconds={p['max_seconds']}.")
         elif p["state"] == "evicted":
             users = pc.processes_mapping(self.path)
             res["in_use_by"] = users
             if users and not p["allow_in_use"]:
                 raise LanekitError(
-                    "Processes %s on this node map or hold open files under %s (an engine may be loading); "
-                    "refusing to evict. Stop them or set allow_in_use=true."
-                    % (", ".join(str(u) for u in users[:10]), self.path))
+                    f"Processes {', '.join(str(u) for u in users[:10])} on this node map or hold open files under "
+                    f"{self.path} (an engine may be loading); refusing to evict. Stop them or set "
+                    "allow_in_use=true.")
             resident = sum_before["bytes_resident_known"]
             if self.check_mode:
                 res["would_evict_bytes"] = resident
@@ -424,11 +428,10 @@ class CacheWarmth:
         res["engine_short_bytes"] = max(0, claim - free_after) if uma else 0
         if uma and free_after < claim:
             self.warn(
-                "Unified memory: the engine will see %.1f GiB free (MemFree) but claims %.1f GiB "
-                "(%.2f x %.1f GiB); page cache holds %.1f GiB (MemAvailable %.1f GiB). Engines that size "
-                "from MemFree will refuse to start or get less KV cache." % (
-                    free_after / GIB, claim / GIB, p["memory_fraction"], device / GIB,
-                    mi_after.get("Cached", 0) / GIB, mi_after.get("MemAvailable", 0) / GIB))
+                f"Unified memory: the engine will see {free_after / GIB:.1f} GiB free (MemFree) but claims "
+                f"{claim / GIB:.1f} GiB ({p['memory_fraction']:.2f} x {device / GIB:.1f} GiB); page cache holds "
+                f"{mi_after.get('Cached', 0) / GIB:.1f} GiB (MemAvailable {mi_after.get('MemAvailable', 0) / GIB:.1f} "
+                "GiB). Engines that size from MemFree will refuse to start or get less KV cache.")
         if p["per_file"]:
             res["files"] = []
             for r in order:
@@ -439,11 +442,11 @@ class CacheWarmth:
                 res["files"].append(d)
         return res
 
-    def _not_resident(self, after, sizes):
+    def _not_resident(self, after: dict[str, pc.FileResidency], sizes: dict[str, int]) -> int:
         return sum(max(0, sizes[r] - (after[r].resident_bytes(self.psize) or 0)) for r in sizes)
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     return dict(
         path=dict(type="path", required=True),
         state=dict(type="str", default="measured", choices=["measured", "warm", "evicted"]),
@@ -466,15 +469,15 @@ def argument_spec():
     )
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     try:
         res = CacheWarmth(module.params, module.check_mode, module.warn).run()
     except LanekitError as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:
-        module.fail_json(msg="Page-cache work on %s failed: %s (%s)." % (
-            module.params["path"], exc.strerror or exc, exc.filename or module.params["path"]))
+        path = module.params["path"]
+        module.fail_json(msg=f"Page-cache work on {path} failed: {exc.strerror or exc} ({exc.filename or path}).")
     module.exit_json(**res)
 
 

@@ -293,6 +293,8 @@ huggingface_hub_version:
 
 import os
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -300,12 +302,13 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
-from ansible_collections.lanekit.serving.plugins.module_utils._staging import (  # noqa: E402
-    MIB,
+from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import MIB  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import (  # noqa: E402
     HubSource,
     LocalSource,
-    Stager,
+    Source,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager  # noqa: E402
 
 try:
     import huggingface_hub  # noqa: F401  (imported for real by HubSource when source=hf)
@@ -316,7 +319,7 @@ except ImportError:
     HF_IMPORT_ERROR = traceback.format_exc()
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     return dict(
         dest=dict(type="path", required=True),
         root=dict(type="path"),
@@ -341,9 +344,11 @@ def argument_spec():
     )
 
 
-def build_stager(p, check_mode, warn):
+def build_stager(p: dict[str, Any], check_mode: bool, warn: Callable[[str], None]) -> Stager:
+    """The Stager for the module's parameters (the source, the destination, the knobs)."""
     if p["workers"] < 1 or p["block_size_mib"] < 1:
         raise LanekitError("workers and block_size_mib must be at least 1.")
+    source: Source
     if p["source"] == "hf":
         source = HubSource(p["repo_id"], p["revision"], endpoint=p["endpoint"], token=p["token"],
                            allow_patterns=p["allow_patterns"], ignore_patterns=p["ignore_patterns"],
@@ -359,7 +364,7 @@ def build_stager(p, check_mode, warn):
                   root=p["root"].rstrip("/") if p["root"] else None)
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=argument_spec(),
         required_if=[("source", "hf", ("repo_id", "revision")), ("source", "local", ("local_path",))],
@@ -373,13 +378,13 @@ def main():
     except LanekitError as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:
-        module.fail_json(msg="Staging into %s failed: %s (%s)." % (p["dest"], exc.strerror or exc,
-                                                                    exc.filename or p["dest"]))
-    if result.get("extra_files"):
-        module.warn("%d file(s) in %s are not part of the staged checkpoint (%s%s)%s." % (
-            len(result["extra_files"]), p["dest"], ", ".join(result["extra_files"][:5]),
-            ", ..." if len(result["extra_files"]) > 5 else "",
-            "; removed" if result.get("pruned") else "; set prune=true to remove them"))
+        module.fail_json(msg=f"Staging into {p['dest']} failed: {exc.strerror or exc} ({exc.filename or p['dest']}).")
+    extras = result.get("extra_files")
+    if extras:
+        more = ", ..." if len(extras) > 5 else ""
+        fix = "; removed" if result.get("pruned") else "; set prune=true to remove them"
+        module.warn(f"{len(extras)} file(s) in {p['dest']} are not part of the staged checkpoint "
+                    f"({', '.join(extras[:5])}{more}){fix}.")
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(**result)

@@ -126,6 +126,7 @@ problems:
 import json
 import os
 import stat as statmod
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -146,35 +147,36 @@ LAYOUT_RULES = {
 class WeightsChecker:
     """Stat-only checks of a staged weights directory."""
 
-    def __init__(self, path, revision=None, model_id=None, layout="any"):
+    def __init__(self, path: str, revision: str | None = None, model_id: str | None = None,
+                 layout: str = "any") -> None:
         self.path = path.rstrip("/") or "/"
         self.revision = revision
         self.model_id = model_id
         self.layout = layout
-        self.res = {"ok": False, "path": self.path, "files_checked": 0, "bytes_total": 0, "missing": [],
+        self.res: dict[str, Any] = {"ok": False, "path": self.path, "files_checked": 0, "bytes_total": 0, "missing": [],
                     "wrong_size": [], "not_regular": [], "dangling_symlinks": [], "layout_errors": [],
                     "problems": []}
 
-    def run(self):
+    def run(self) -> dict[str, Any]:
         r = self.res
         if not os.path.isdir(self.path):
             raise LanekitError(
-                "The weights directory %s does not exist on this node; is the NFS export mounted here and "
-                "were the weights staged?" % self.path)
+                f"The weights directory {self.path} does not exist on this node; is the NFS export mounted "
+                "here and were the weights staged?")
         manifest = load_manifest(os.path.join(self.path, MANIFEST_NAME))
         if manifest is None:
             raise LanekitError(
-                "%s has no %s: the weights were never staged there or staging did not finish; run the "
-                "weights role (stage-weights.yml) first." % (self.path, MANIFEST_NAME))
+                f"{self.path} has no {MANIFEST_NAME}: the weights were never staged there or staging did not "
+                "finish; run the weights role (stage-weights.yml) first.")
         r["manifest_revision"] = manifest.get("revision")
         r["manifest_model_id"] = manifest.get("model_id")
         if self.revision and manifest.get("revision") != self.revision:
-            r["problems"].append("the manifest is for revision %s, the lane pins %s"
-                                 % (manifest.get("revision"), self.revision))
+            r["problems"].append(f"the manifest is for revision {manifest.get('revision')}, the lane pins "
+                                 f"{self.revision}")
         if self.model_id and manifest.get("model_id") and manifest.get("model_id") != self.model_id:
-            r["problems"].append("the manifest is for model %s, the lane expects %s"
-                                 % (manifest.get("model_id"), self.model_id))
-        names = set()
+            r["problems"].append(f"the manifest is for model {manifest.get('model_id')}, the lane expects "
+                                 f"{self.model_id}")
+        names: set[str] = set()
         for f in manifest["files"]:
             rel = f["path"]
             names.add(rel)
@@ -190,12 +192,12 @@ class WeightsChecker:
                     r["missing"].append(rel)
                 continue
             except OSError as exc:
-                r["missing"].append("%s (%s)" % (rel, exc.strerror))
+                r["missing"].append(f"{rel} ({exc.strerror})")
                 continue
             if not statmod.S_ISREG(st.st_mode):
                 r["not_regular"].append(rel)
             elif st.st_size != int(f["size"]):
-                r["wrong_size"].append("%s (size %d, expected %d)" % (rel, st.st_size, int(f["size"])))
+                r["wrong_size"].append(f"{rel} (size {st.st_size}, expected {int(f['size'])})")
         for link in self._dangling():
             if link not in r["dangling_symlinks"]:
                 r["dangling_symlinks"].append(link)
@@ -204,12 +206,12 @@ class WeightsChecker:
         for key, label in (("missing", "missing"), ("wrong_size", "wrong size"),
                            ("not_regular", "not regular files"), ("dangling_symlinks", "dangling symlinks")):
             if r[key]:
-                r["problems"].append("%s: %s" % (label, ", ".join(r[key])))
+                r["problems"].append(f"{label}: {', '.join(r[key])}")
         r["problems"].extend(r["layout_errors"])
         r["ok"] = not r["problems"]
         return r
 
-    def _dangling(self):
+    def _dangling(self) -> list[str]:
         out = []
         for root, dirs, files in os.walk(self.path):
             if root == self.path:
@@ -220,20 +222,20 @@ class WeightsChecker:
                     out.append(os.path.relpath(full, self.path).replace(os.sep, "/"))
         return sorted(out)
 
-    def _layout(self, names):
+    def _layout(self, names: set[str]) -> None:
         rules = LAYOUT_RULES[self.layout]
         errs = self.res["layout_errors"]
         for name in rules["absent"]:
             if name in names or os.path.lexists(os.path.join(self.path, name)):
-                errs.append("%s is present but the %s layout has none (the engine would take the wrong "
-                            "loading path); remove it from the checkpoint" % (name, self.layout))
+                errs.append(f"{name} is present but the {self.layout} layout has none (the engine would take "
+                            "the wrong loading path); remove it from the checkpoint")
         for name in rules["present"]:
             if name not in names:
-                errs.append("%s is missing; the %s layout needs it" % (name, self.layout))
+                errs.append(f"{name} is missing; the {self.layout} layout needs it")
         if self.layout != "any" and not any(n.endswith(".safetensors") for n in names):
             errs.append("the checkpoint has no *.safetensors file")
 
-    def _indexes(self, names):
+    def _indexes(self, names: set[str]) -> None:
         for idx in sorted(n for n in names if n.endswith(".safetensors.index.json")):
             full = os.path.join(self.path, *idx.split("/"))
             try:
@@ -241,30 +243,31 @@ class WeightsChecker:
                     doc = json.loads(fh.read().decode("utf-8"))
                 shards = set((doc.get("weight_map") or {}).values())
             except (OSError, ValueError, AttributeError) as exc:
-                self.res["layout_errors"].append("%s cannot be read as a safetensors index (%s)" % (idx, exc))
+                self.res["layout_errors"].append(f"{idx} cannot be read as a safetensors index ({exc})")
                 continue
             base = idx.rsplit("/", 1)[0] + "/" if "/" in idx else ""
             absent = sorted(s for s in shards if base + s not in names)
             if absent:
-                self.res["layout_errors"].append("%s names shards that are not in the manifest: %s"
-                                                 % (idx, ", ".join(absent[:20])))
+                self.res["layout_errors"].append(
+                    f"{idx} names shards that are not in the manifest: {', '.join(absent[:20])}")
 
 
-def summary(res, limit):
+def summary(res: dict[str, Any], limit: int) -> str:
+    """The problems of ``res`` in one line, each list cut to ``limit`` names."""
     parts = []
     for key, label in (("missing", "missing"), ("wrong_size", "wrong size"), ("not_regular", "not regular"),
                        ("dangling_symlinks", "dangling symlinks")):
         items = res[key]
         if items:
-            more = " and %d more" % (len(items) - limit) if len(items) > limit else ""
-            parts.append("%s: %s%s" % (label, ", ".join(items[:limit]), more))
+            more = f" and {len(items) - limit} more" if len(items) > limit else ""
+            parts.append(f"{label}: {', '.join(items[:limit])}{more}")
     other = [p for p in res["problems"] if not any(p.startswith(k + ":") for k in
                                                      ("missing", "wrong size", "not regular files",
                                                       "dangling symlinks"))]
     return "; ".join(parts + other)
 
 
-def argument_spec():
+def argument_spec() -> dict[str, Any]:
     return dict(
         path=dict(type="path", required=True),
         revision=dict(type="str"),
@@ -274,7 +277,7 @@ def argument_spec():
     )
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
     try:
@@ -282,16 +285,16 @@ def main():
     except LanekitError as exc:
         module.fail_json(msg=str(exc), ok=False)
     except OSError as exc:
-        module.fail_json(msg="Checking %s failed: %s (%s)." % (p["path"], exc.strerror or exc,
-                                                                exc.filename or p["path"]), ok=False)
+        module.fail_json(msg=f"Checking {p['path']} failed: {exc.strerror or exc} ({exc.filename or p['path']}).",
+                         ok=False)
     res["changed"] = False
     if not res["ok"]:
         # The staging host verified the export; a node that disagrees sees another (stale, partial or
         # wrongly mounted) view of it, so the fix is on the node's mount before re-staging anything.
-        module.fail_json(msg="The weights in %s are not usable on this node: %s. If other nodes see them whole, "
-                             "check this node's mount of the export (stale NFS view, wrong export); otherwise "
-                             "re-stage with stage-weights.yml -e weights_verify=full." % (
-                                 res["path"], summary(res, max(1, p["max_listed"]))), **res)
+        module.fail_json(msg=f"The weights in {res['path']} are not usable on this node: "
+                             f"{summary(res, max(1, p['max_listed']))}. If other nodes see them whole, check this "
+                             "node's mount of the export (stale NFS view, wrong export); otherwise re-stage with "
+                             "stage-weights.yml -e weights_verify=full.", **res)
     module.exit_json(**res)
 
 

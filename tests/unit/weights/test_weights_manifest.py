@@ -127,11 +127,3 @@ def test_extra_files_ignores_own_names(tmp_path):
     for name in ("a.bin", "config.json", "sub/b.bin", "MANIFEST.json", "SHA256SUMS", ".lanekit/journal.jsonl"):
         write(os.path.join(dest, name), b"x")
     assert m.extra_files(dest, ["a.bin", "sub/b.bin"]) == ["config.json"]
-
-
-def test_atomic_write_replaces_whole_file(tmp_path):
-    p = str(tmp_path / "f.json")
-    m.atomic_write(p, b"one")
-    m.atomic_write(p, b"two")
-    assert open(p, "rb").read() == b"two"
-    assert os.listdir(tmp_path) == ["f.json"]

@@ -16,7 +16,8 @@ pytest.importorskip("huggingface_hub")
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils import _staging  # noqa: E402
-from ansible_collections.lanekit.serving.plugins.module_utils._staging import HubSource, Stager  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import HubSource  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager  # noqa: E402
 
 IGNORE = ["original/*", "README.md"]
 
@@ -123,7 +124,8 @@ def test_scratch_on_another_directory_is_copied_and_cleaned(fake_hub, tmp_path):
 RUNNER = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.lanekit.serving.plugins.module_utils._staging import HubSource, Stager
+from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import HubSource
+from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager
 endpoint, repo, commit, dest = sys.argv[2:6]
 src = HubSource(repo, commit, endpoint=endpoint, ignore_patterns=["original/*", "README.md"])
 Stager(src, dest, revision=commit, workers=1, block_size=65536).run()

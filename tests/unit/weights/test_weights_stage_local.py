@@ -4,18 +4,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._staging import (
-    LocalSource,
-    Stager,
-    StageLock,
-    copy_and_hash,
-    filter_paths,
-)
+from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import LocalSource
+from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 
@@ -198,33 +192,6 @@ def test_patterns_and_extra_files(tmp_path):
     assert r["extra_files"] == ["config.json"] and not r["changed"]
     r = stage(src, dest, ignore_patterns=["*.pth"], prune=True)
     assert r["pruned"] == ["config.json"] and r["changed"]
-    assert list(filter_paths(["a/b.json", "x.bin", "a/c.bin"], ["a/"], ["*.bin"])) == ["a/b.json"]
-
-
-def test_lock_refuses_a_live_holder_and_takes_a_stale_one(tmp_path):
-    lock = StageLock(str(tmp_path / ".lanekit" / "lock"))
-    os.makedirs(str(tmp_path / ".lanekit"))
-    with open(lock.path, "w") as fh:
-        json.dump({"host": socket.gethostname(), "pid": os.getppid(), "started": 0}, fh)
-    with pytest.raises(LanekitError, match="Another staging run"):
-        lock.acquire()
-    with open(lock.path, "w") as fh:
-        json.dump({"host": socket.gethostname(), "pid": 2 ** 22 + 7, "started": 0}, fh)
-    lock.acquire()
-    assert lock.held
-    lock.release()
-    assert not os.path.exists(lock.path)
-
-
-def test_copy_and_hash_is_exclusive_and_fsyncs(tmp_path):
-    src = tmp_path / "a"
-    src.write_bytes(os.urandom(3 << 20))
-    d = copy_and_hash(str(src), str(tmp_path / "b"), block_size=1 << 20, want_git_sha1=True)
-    assert d.sha256 == hashlib.sha256(src.read_bytes()).hexdigest()
-    data = src.read_bytes()
-    assert d.git_sha1 == hashlib.sha1(b"blob %d\x00" % len(data) + data).hexdigest()
-    with pytest.raises(FileExistsError):
-        copy_and_hash(str(src), str(tmp_path / "b"))
 
 
 def test_relative_or_missing_paths_are_sentences(tmp_path):
