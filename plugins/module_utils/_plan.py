@@ -13,39 +13,20 @@ import hashlib
 import json
 import posixpath
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _lint
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, load_lane, render_args
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
+    effective_args, effective_env, load_lane, render_args,
+)
 
 CONTAINER_PREFIX = "lanekit-"
 LABEL = "io.lanekit"
 
-# Flags the plan owns: they follow from topology, the inventory and the boot budget, so a lane
-# that also sets them would contradict itself. Each maps to the lane key to use instead.
-PLAN_OWNED = {
-    "vllm": {
-        "--tensor-parallel-size": "topology.tensor_parallel", "-tp": "topology.tensor_parallel",
-        "--pipeline-parallel-size": "topology.pipeline_parallel", "-pp": "topology.pipeline_parallel",
-        "--nnodes": "topology.nodes", "--node-rank": "the inventory order of lane_nodes",
-        "--master-addr": "the head host's fabric_ip", "--master-port": "serve.rendezvous_port",
-        "--headless": "the plan (ranks above 0)", "--host": "the plan", "--port": "serve.port",
-        "--served-model-name": "model.served_name",
-    },
-    "sglang": {
-        "--tp": "topology.tensor_parallel", "--tp-size": "topology.tensor_parallel",
-        "--tensor-parallel-size": "topology.tensor_parallel", "--pp-size": "topology.pipeline_parallel",
-        "--nnodes": "topology.nodes", "--node-rank": "the inventory order of lane_nodes",
-        "--dist-init-addr": "the head host's fabric_ip and serve.rendezvous_port", "--host": "the plan",
-        "--port": "serve.port", "--model-path": "model.dir under lanekit_weights_root",
-        "--served-model-name": "model.served_name",
-    },
-}
-
-
 def check_plan_owned(lane: dict) -> None:
-    owned = PLAN_OWNED[lane["engine"]]
+    """Refuse a lane that sets a flag the plan renders itself (the engine record lists them)."""
+    owned = _engines.get(lane["engine"]).plan_owned
     for flag in lane["serve"]["args"]:
         if flag in owned and lane["serve"]["args"][flag] not in (None, False):
             raise LanekitError(
@@ -80,15 +61,16 @@ def _str_env(env: dict) -> dict:
     return out
 
 
-def _fabric_env(engine: str, host: dict) -> dict:
+def _fabric_env(engine: _engines.Engine, host: dict) -> dict:
     env = {}
     ip = host.get("fabric_ip")
     if not ip:
+        carriers = " / ".join(e.host_ip_env for e in _engines.ENGINES.values())
         raise LanekitError(
             f"host {host['name']} has no fabric_ip: every rank advertises its fabric address to its peers "
-            f"(VLLM_HOST_IP / SGLANG_HOST_IP). Set fabric_ip in the inventory's host_vars for {host['name']}."
+            f"({carriers}). Set fabric_ip in the inventory's host_vars for {host['name']}."
         )
-    env["VLLM_HOST_IP" if engine == "vllm" else "SGLANG_HOST_IP"] = ip
+    env[engine.host_ip_env] = ip
     if host.get("fabric_ifname"):
         env["NCCL_SOCKET_IFNAME"] = host["fabric_ifname"]
         env["GLOO_SOCKET_IFNAME"] = host["fabric_ifname"]
@@ -100,37 +82,21 @@ def _fabric_env(engine: str, host: dict) -> dict:
 
 
 def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: str) -> list[str]:
-    serve, topo, boot = lane["serve"], lane["topology"], lane["boot"]
-    args = dict(serve["args"])
-    if lane["engine"] == "vllm":
-        argv = [model_path, "--served-model-name", lane["model"]["served_name"]]
-        if rank == 0:
-            argv += ["--host", "0.0.0.0", "--port", str(serve["port"])]
-        args.setdefault("--distributed-timeout-seconds", boot["budget_s"])
-        argv += render_args(args)
-        argv += ["--tensor-parallel-size", str(topo["tensor_parallel"])]
-        if topo["pipeline_parallel"] > 1:
-            argv += ["--pipeline-parallel-size", str(topo["pipeline_parallel"])]
-        if nnodes > 1:
-            argv += ["--nnodes", str(nnodes), "--node-rank", str(rank),
-                     "--master-addr", head_ip, "--master-port", str(serve["rendezvous_port"])]
-            if rank > 0:
-                argv.append("--headless")
-        return argv
-    # SGLang: every rank gets --host 0.0.0.0 (workers serve their health endpoint there).
-    argv = ["--model-path", model_path, "--served-model-name", lane["model"]["served_name"],
-            "--host", "0.0.0.0", "--port", str(serve["port"])]
-    args.setdefault("--dist-timeout", boot["budget_s"])
-    argv += render_args(args)
-    argv += ["--tp", str(topo["tensor_parallel"])]
-    if topo["pipeline_parallel"] > 1:
-        argv += ["--pp-size", str(topo["pipeline_parallel"])]
-    if topo["data_parallel"] > 1:
-        argv += ["--dp-size", str(topo["data_parallel"])]
-    if nnodes > 1:
-        argv += ["--nnodes", str(nnodes), "--node-rank", str(rank),
-                 "--dist-init-addr", f"{head_ip}:{serve['rendezvous_port']}"]
-    return argv
+    serve, topo = lane["serve"], lane["topology"]
+    return _engines.get(lane["engine"]).argv(_engines.RankArgs(
+        model_path=model_path,
+        served_name=lane["model"]["served_name"],
+        port=serve["port"],
+        rendezvous_port=serve["rendezvous_port"],
+        rank=rank,
+        nnodes=nnodes,
+        head_ip=head_ip,
+        tensor_parallel=topo["tensor_parallel"],
+        pipeline_parallel=topo["pipeline_parallel"],
+        data_parallel=topo["data_parallel"],
+        # The boot budget's flags follow the lane's own (appended when the lane leaves them unset).
+        lane_args=render_args(effective_args(lane)),
+    ))
 
 
 def docker_run_argv(spec: dict) -> list[str]:
@@ -170,6 +136,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
     ``rank_lanes``: per-host lanes when host_vars carry their own lane_overrides (serve.args/env only).
     """
     check_plan_owned(lane)
+    engine = _engines.get(lane["engine"])
     weights_root = cluster.get("weights_root")
     if not weights_root or not str(weights_root).startswith("/"):
         raise LanekitError(
@@ -189,7 +156,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         env.update(profile.get("env", {}))
         env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
         env.update(effective_env(rlane))
-        env.update(_fabric_env(lane["engine"], host))
+        env.update(_fabric_env(engine, host))
         # Ranks read the staged weights only; a rank reaching for the Hub mid-boot is a bug.
         env["HF_HUB_OFFLINE"] = "1"
         env = _str_env(env)
@@ -214,8 +181,8 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             "extra_docker_args": list(rlane["serve"].get("docker_args") or []),
             "fabric_ip": host.get("fabric_ip"),
             "api_port": lane["serve"]["port"],
-            # vLLM headless ranks serve no HTTP; SGLang workers run a health server on --port.
-            "health_port": lane["serve"]["port"] if (rank == 0 or lane["engine"] == "sglang") else None,
+            # Workers answer HTTP only where the engine runs a health server on them (SGLang; not vLLM).
+            "health_port": lane["serve"]["port"] if (rank == 0 or engine.workers_serve_health) else None,
         }
         spec_hash = _hash({k: spec[k] for k in ("image", "entrypoint", "command", "env", "mounts", "network_mode",
                                                  "ipc_mode", "gpus", "devices", "cap_add", "ulimits", "shm_size",
