@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import posixpath
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _lint
@@ -18,7 +19,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
-    effective_args, effective_env, load_lane, render_args,
+    effective_args, effective_env, load_lane, render_args, timeout_value,
 )
 
 CONTAINER_PREFIX = "lanekit-"
@@ -124,16 +125,72 @@ def docker_run_argv(spec: dict) -> list[str]:
     return argv + list(spec["entrypoint"][1:]) + list(spec["command"])
 
 
+def device_requests(gpus) -> list[dict]:
+    """docker's --gpus value (all, a count, or device ids) as docker_container device_requests."""
+    value = str(gpus or "").strip()
+    if value.startswith("device="):
+        value = value[len("device="):]
+    if not value:
+        return []
+    request: dict = {"driver": "nvidia", "capabilities": [["gpu"]]}
+    if value == "all":
+        request["count"] = -1
+    elif value.isdigit():
+        request["count"] = int(value)
+    else:
+        request["device_ids"] = value.split(",")
+    return [request]
+
+
+def module_ulimit(ulimit: str) -> str:
+    """docker's ``--ulimit name=soft[:hard]`` in docker_container's ``name:soft[:hard]`` form."""
+    name, sep, limits = str(ulimit).partition("=")
+    return f"{name}:{limits}" if sep and name.replace("_", "").isalpha() else str(ulimit)
+
+
+def container_options(spec: dict) -> dict:
+    """The rank as community.docker.docker_container options (role-level settings are the role's)."""
+    options = {
+        "name": spec["container_name"],
+        "image": spec["image"],
+        "entrypoint": list(spec["entrypoint"]),
+        "command": list(spec["command"]),
+        "env": dict(spec["env"]),
+        "labels": dict(spec["labels"]),
+        "mounts": [{"type": "bind", "source": m["source"], "target": m["target"], "read_only": m["read_only"]}
+                   for m in spec["mounts"]],
+        "network_mode": spec["network_mode"],
+        "ipc_mode": spec["ipc_mode"],
+        "devices": list(spec["devices"]),
+        "ulimits": [module_ulimit(u) for u in spec["ulimits"]],
+        "capabilities": list(spec["cap_add"]),
+    }
+    if spec["shm_size"]:
+        options["shm_size"] = spec["shm_size"]
+    requests = device_requests(spec["gpus"])
+    if requests:
+        options["device_requests"] = requests
+    return options
+
+
+def batches(engine: _engines.Engine, ranks: list[dict], first: tuple[str, ...]) -> list[list[int]]:
+    """The node_ranks in start (or stop) batches: ranks whose role is in ``first``, then the others."""
+    return engine.batches([r["role"] for r in ranks], first)
+
+
 def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: dict, rank_lanes: dict | None = None) -> dict:
+def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: dict, rank_lanes: dict | None = None,
+           reports_root: str | None = None) -> dict:
     """Render the plan.
 
     ``hosts``: [{name, fabric_ip, fabric_ifname?, ib_hca?, ucx_net_devices?, node_rank?}] from lane_nodes.
     ``cluster``: {weights_root, rank_gpus, rank_devices, rank_cap_add, rank_ulimits, rank_shm_size, head_host}.
     ``rank_lanes``: per-host lanes when host_vars carry their own lane_overrides (serve.args/env only).
+    ``reports_root``: the controller's reports root (the action resolves it); the plan's
+    ``reports_dir`` is ``<reports_root>/<lane>``.
     """
     check_plan_owned(lane)
     engine = _engines.get(lane["engine"])
@@ -201,6 +258,10 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
     for spec in ranks:
         spec["labels"][f"{LABEL}.plan-hash"] = plan_hash
         spec["docker_argv"] = docker_run_argv(spec)
+        spec["container"] = container_options(spec)
+    hosts_index: dict[str, list[int]] = {}
+    for spec in ranks:
+        hosts_index.setdefault(spec["host"], []).append(spec["node_rank"])
     return {
         "lane": lane["lane"],
         "engine": lane["engine"],
@@ -227,8 +288,41 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         },
         "boot": lane["boot"],
         "cache": lane.get("cache", {}),
+        # Published so that no later phase derives them again (docs/contracts.md).
+        "rendezvous_port": lane["serve"]["rendezvous_port"] if nnodes > 1 else None,
+        "barrier_timeout_s": timeout_value(lane, "barrier"),
+        "reports_dir": posixpath.join(reports_root, lane["lane"]) if reports_root else None,
+        "hosts": hosts_index,
+        "start_order": batches(engine, ranks, engine.start_first),
+        "stop_order": batches(engine, ranks, engine.stop_first),
         "ranks": ranks,
     }
+
+
+def reports_root(configured: str | None, playbook_dir: str | None, cwd: str) -> str:
+    """The controller's reports root: ``lanekit_reports_dir``, else ``reports/`` beside a checkout's playbooks.
+
+    A playbook run from an installed collection (under an ``ansible_collections/`` tree) must not
+    write into the installed collection, so its reports go to ``reports/`` in the working directory.
+    """
+    if configured:
+        return os.path.abspath(os.path.join(cwd, str(configured)))
+    if playbook_dir and "ansible_collections" not in os.path.normpath(playbook_dir).split(os.sep):
+        base = os.path.dirname(playbook_dir) if os.path.basename(playbook_dir) == "playbooks" else playbook_dir
+        return os.path.join(os.path.abspath(base), "reports")
+    return os.path.join(os.path.abspath(cwd), "reports")
+
+
+def find_spec_dir(name: str, explicit: str | None, configured: str | None, cwd: str, collection_root: str) -> str:
+    """Where ``lanes/`` (or ``images/``) is read from: the task's argument, the inventory's variable,
+    a ``<name>/`` directory in the working directory (a team's own repository), else the collection's own."""
+    for candidate in (explicit, configured):
+        if candidate:
+            return os.path.abspath(os.path.join(cwd, str(candidate)))
+    local = os.path.join(os.path.abspath(cwd), name)
+    if os.path.isdir(local):
+        return local
+    return os.path.join(collection_root, name)
 
 
 def table(plan: dict) -> str:
@@ -254,7 +348,7 @@ def _quote(arg: str) -> str:
 
 
 def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict], lint_skip=None,
-              purpose: str = "plan") -> tuple[dict | None, dict]:
+              purpose: str = "plan", reports_root: str | None = None) -> tuple[dict | None, dict]:
     """Lane file + layers + inventory -> (plan or None, lint findings).
 
     ``hosts``: the lane_nodes hosts in inventory order, each ``{"name", "vars", "layers"}`` where
@@ -303,7 +397,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         "ucx_net_devices": h["vars"].get("ucx_net_devices"),
         "node_rank": h["vars"].get("node_rank"),
     } for h in hosts]
-    plan = render(lane, profile, image, host_specs, cluster, lanes)
+    plan = render(lane, profile, image, host_specs, cluster, lanes, reports_root)
     plan["memory"] = _lint.kv_assessment(lane, profile)
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
                                                          "device_memory_gib", "admission_free_gib", "unified_memory")}
