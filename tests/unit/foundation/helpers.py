@@ -36,7 +36,7 @@ def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None):
         if host_overrides and name in host_overrides:
             layers.append((f"lane_overrides in the inventory (host {name})", host_overrides[name]))
         if overrides is not None:
-            layers.append(("lane_overrides given with -e", overrides))
+            layers.append(("lane_cli_overrides given with -e", overrides))
         result.append({"name": name, "vars": merged, "layers": layers})
     return result
 
