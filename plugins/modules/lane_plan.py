@@ -15,7 +15,7 @@ description:
     the bring-up report and the KV-budget preflight, and renders one container spec per rank.
   - C(lane_overrides) given with C(-e) is refused (it would replace the inventory's layer instead of
     layering over it); use C(lane_cli_overrides) on the command line.
-  - The plan publishes what later phases need (docs/contracts.md), among them C(reports_dir):
+  - The plan publishes what later phases need (docs/contracts.md), among them C(reports_dir),
     C(<reports root>/<lane>), the root being C(lanekit_reports_dir), else C(reports/) beside the
     C(playbooks/) directory of a checkout, else (a playbook of an installed collection) C(reports/) in
     the current working directory.
