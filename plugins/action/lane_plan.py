@@ -16,7 +16,8 @@ import os
 import yaml
 
 from ansible import context
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.parsing.splitter import parse_kv
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -155,24 +156,17 @@ def cli_layer_text(cli_texts: list[str]) -> str | None:
 
 
 def _extra_var_names(text: str) -> set[str]:
-    """The variable names one ``-e`` argument sets (key=value, JSON/YAML, or @file)."""
-    text = text.strip()
-    if text.startswith("@"):
-        try:
+    """The variable names one ``-e`` argument sets, read as Ansible reads it (@file, YAML/JSON, key=value)."""
+    try:
+        if text.startswith("@"):
             with open(os.path.expanduser(text[1:]), encoding="utf-8") as handle:
                 data = yaml.safe_load(handle)
-        except (OSError, yaml.YAMLError):
-            return set()
-    elif text[:1] in ("{", "[") or text.startswith("---"):
-        try:
+        elif text[:1] in ("[", "{"):
             data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return set()
-    else:
-        name = text.split("=", 1)[0] if "=" in text else ""
-        # key=value pairs may be several, separated by spaces.
-        names = {part.split("=", 1)[0] for part in text.split() if "=" in part}
-        return names | ({name} if name else set())
+        else:
+            data = parse_kv(text)
+    except (OSError, yaml.YAMLError, AnsibleError):
+        return set()
     return set(data) if isinstance(data, dict) else set()
 
 

@@ -41,5 +41,7 @@ def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None):
     return result
 
 
-def plan(lane=VLLM, overrides=None, purpose="deploy", lint_skip=None, lanes_dir=LANES, images_dir=IMAGES, **kwargs):
-    return plan_lane(lanes_dir, images_dir, lane, spark8_hosts(overrides=overrides, **kwargs), lint_skip, purpose)
+def plan(lane=VLLM, overrides=None, purpose="deploy", lint_skip=None, lanes_dir=LANES, images_dir=IMAGES,
+         reports_root=None, **kwargs):
+    return plan_lane(lanes_dir, images_dir, lane, spark8_hosts(overrides=overrides, **kwargs), lint_skip, purpose,
+                     reports_root)
