@@ -3,24 +3,34 @@
 """Controller-side planning: lane + override layers + inventory -> lint -> per-rank plan.
 
 No host is contacted. The documentation lives in plugins/modules/lane_plan.py.
+
+Override layers: ``lane_overrides`` from the inventory (group_vars/host_vars), then
+``lane_cli_overrides`` from the command line. They have different names so that Ansible's
+variable precedence never lets one replace the other: lanes deep-merge the two.
 """
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+
+import yaml
 
 from ansible import context
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.parsing.splitter import parse_kv
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane, table
+from ansible_collections.lanekit.serving.plugins.module_utils._plan import find_spec_dir, plan_lane, reports_root, table
 
 display = Display()
+
+CLI_LAYER = "lane_cli_overrides"
+INVENTORY_LAYER = "lane_overrides"
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
@@ -32,6 +42,7 @@ ARGUMENT_SPEC = {
     "lint_skip": {"type": "list", "elements": "str", "default": []},
     "nodes_group": {"type": "str", "default": "lane_nodes"},
     "plan_file": {"type": "path"},
+    "write_plan": {"type": "bool", "default": False},
 }
 
 
@@ -67,9 +78,12 @@ class ActionModule(ActionBase):
         result["table"] = table(plan)
         result["lint"] = findings
         result["changed"] = False
-        if args.get("plan_file") and not self._task.check_mode:
-            result["changed"] = _write_if_changed(args["plan_file"], plan)
-        result["plan_file"] = args.get("plan_file")
+        plan_file = args.get("plan_file")
+        if not plan_file and args["write_plan"] and plan.get("reports_dir"):
+            plan_file = os.path.join(plan["reports_dir"], "plan.json")
+        if plan_file and not self._task.check_mode:
+            result["changed"] = _write_if_changed(plan_file, plan)
+        result["plan_file"] = plan_file
         return result
 
     # -- helpers ------------------------------------------------------------------------
@@ -82,66 +96,90 @@ class ActionModule(ActionBase):
                 f"the inventory has no hosts in group '{group}': list the GPU nodes of the lane there, in rank order "
                 f"(see inventories/spark8/hosts.yml)."
             )
+        cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
+        refuse_cli_inventory_layer(cli_texts)
         hostvars = task_vars.get("hostvars", {})
-        extra_layer = self._extra_overrides()
+        cli_layer = self._cli_overrides(cli_texts, task_vars)
         hosts = []
         for name in host_names:
-            layers = [(f"lane_overrides in the inventory (host {name})", self._inventory_overrides(name, hostvars[name]))]
-            if extra_layer is not None:
-                layers.append(("lane_overrides given with -e", extra_layer))
+            layers = [(f"{INVENTORY_LAYER} in the inventory (host {name})", self._inventory_overrides(name, hostvars[name]))]
+            if cli_layer is not None:
+                layers.append((f"{CLI_LAYER} given with -e", cli_layer))
             hosts.append({"name": name, "vars": hostvars[name], "layers": layers})
         skip = [part for item in (args.get("lint_skip") or []) for part in str(item).split(",")]
+        cwd = os.getcwd()
         return plan_lane(
-            lanes_dir=args.get("lanes_dir") or os.path.join(COLLECTION_ROOT, "lanes"),
-            images_dir=args.get("images_dir") or os.path.join(COLLECTION_ROOT, "images"),
+            lanes_dir=find_spec_dir("lanes", args.get("lanes_dir"), self._var(task_vars, "lanekit_lanes_dir"), cwd,
+                                    COLLECTION_ROOT),
+            images_dir=find_spec_dir("images", args.get("images_dir"), self._var(task_vars, "lanekit_images_dir"), cwd,
+                                     COLLECTION_ROOT),
             lane_name=args["lane"],
             hosts=hosts,
             lint_skip=skip,
             purpose=args["purpose"],
+            reports_root=reports_root(self._var(task_vars, "lanekit_reports_dir"), task_vars.get("playbook_dir"), cwd),
         )
 
-    def _extra_overrides(self):
-        """``lane_overrides`` from ``-e`` (None when not given).
+    def _var(self, task_vars, name):
+        value = task_vars.get(name)
+        return self._templar.template(value) if value not in (None, "") else None
 
-        ``-e lane_overrides='{"serve": ...}'`` is key=value syntax, which Ansible splits at every
+    def _cli_overrides(self, cli_texts, task_vars):
+        """The command-line layer ``lane_cli_overrides`` (None when not given).
+
+        ``-e lane_cli_overrides='{"serve": ...}'`` is key=value syntax, which Ansible splits at every
         space, so the raw command-line text is read back first; JSON/YAML/@file forms of ``-e``
-        arrive whole through the variable manager.
+        arrive whole as the variable.
         """
-        raw = None
-        for item in context.CLIARGS.get("extra_vars") or ():
-            text = str(item)
-            if text.startswith("lane_overrides="):
-                raw = text[len("lane_overrides="):]
+        raw = cli_layer_text(cli_texts)
         if raw is not None:
-            return parse_overrides(raw, "lane_overrides given with -e")
-        manager = self._task.get_variable_manager()
-        extra = getattr(manager, "extra_vars", None) or {}
-        if "lane_overrides" not in extra:
+            return parse_overrides(raw, f"{CLI_LAYER} given with -e", CLI_LAYER)
+        if task_vars.get(CLI_LAYER) is None:
             return None
-        return parse_overrides(self._templar.template(extra["lane_overrides"]), "lane_overrides given with -e")
+        return parse_overrides(self._templar.template(task_vars[CLI_LAYER]), f"{CLI_LAYER} given with -e", CLI_LAYER)
 
     def _inventory_overrides(self, host, host_vars):
-        """``lane_overrides`` from group_vars/host_vars alone, without the ``-e`` layer.
-
-        Ansible's precedence lets ``-e`` replace the inventory value; lanes deep-merge the two
-        instead, so the inventory value is recomputed here with extra vars left out.
-        """
-        manager = self._task.get_variable_manager()
-        extra = getattr(manager, "_extra_vars", None)
-        if not extra or "lane_overrides" not in extra:
-            value = host_vars.get("lane_overrides")
-        else:
-            inventory = getattr(manager, "_inventory", None)
-            host_obj = inventory.get_host(host) if inventory is not None else None
-            saved = manager._extra_vars
-            try:
-                manager._extra_vars = {k: v for k, v in saved.items() if k != "lane_overrides"}
-                value = manager.get_vars(host=host_obj, include_hostvars=False).get("lane_overrides") if host_obj else None
-            finally:
-                manager._extra_vars = saved
+        """``lane_overrides`` from group_vars/host_vars (the command line cannot set it, see above)."""
+        value = host_vars.get(INVENTORY_LAYER)
         if value is None:
             return {}
-        return parse_overrides(self._templar.template(value), f"lane_overrides in the inventory (host {host})")
+        return parse_overrides(self._templar.template(value), f"{INVENTORY_LAYER} in the inventory (host {host})")
+
+
+def cli_layer_text(cli_texts: list[str]) -> str | None:
+    """The raw value of the last ``-e lane_cli_overrides=...`` given in key=value form, if any."""
+    raw = None
+    for text in cli_texts:
+        if text.startswith(f"{CLI_LAYER}="):
+            raw = text[len(CLI_LAYER) + 1:]
+    return raw
+
+
+def _extra_var_names(text: str) -> set[str]:
+    """The variable names one ``-e`` argument sets, read as Ansible reads it (@file, YAML/JSON, key=value)."""
+    try:
+        if text.startswith("@"):
+            with open(os.path.expanduser(text[1:]), encoding="utf-8") as handle:
+                data = yaml.safe_load(handle)
+        elif text[:1] in ("[", "{"):
+            data = yaml.safe_load(text)
+        else:
+            data = parse_kv(text)
+    except (OSError, yaml.YAMLError, AnsibleError):
+        return set()
+    return set(data) if isinstance(data, dict) else set()
+
+
+def refuse_cli_inventory_layer(cli_texts: list[str]) -> None:
+    """``-e lane_overrides=...`` would replace the inventory's layer instead of layering over it."""
+    for text in cli_texts:
+        if text.startswith(f"{CLI_LAYER}="):
+            continue
+        if INVENTORY_LAYER in _extra_var_names(text):
+            raise LanekitError(
+                f"lane_overrides was given with -e, where it would replace the inventory's lane_overrides instead of "
+                f"layering over them; pass the command-line layer as -e {CLI_LAYER}='{{...}}' instead."
+            )
 
 
 def _write_if_changed(path, plan):
@@ -151,15 +189,5 @@ def _write_if_changed(path, plan):
         with open(path, encoding="utf-8") as handle:
             if handle.read() == content:
                 return False
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".plan-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, content)
     return True

@@ -90,10 +90,22 @@ class Engine:
     milestones: tuple[Milestone, ...] = ()
     # Lines that identify the engine in a log whose engine is not known (failure triage).
     log_hint: re.Pattern | None = None
+    # How messages name the engine (e.g. "SGLang").
+    display: str = ""
+    # Flags a checkpoint in Mistral's consolidated layout (no config.json) needs on this engine.
+    consolidated_layout_args: Mapping[str, str] = field(default_factory=dict)
+    # A patch the image must bake for a timeout to take effect: {timeout name: patch file stem}.
+    timeout_patches: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, object] = field(default_factory=dict)
 
     def timeout(self, name: str) -> Timeout | None:
         return next((t for t in self.timeouts if t.name == name), None)
+
+    def batches(self, roles: list[str], first: tuple[str, ...]) -> list[list[int]]:
+        """Rank batches (node_ranks) for roles listed per rank: the ``first`` roles, then the rest."""
+        head = [i for i, role in enumerate(roles) if role in first]
+        rest = [i for i, role in enumerate(roles) if role not in first]
+        return [batch for batch in (head, rest) if batch]
 
     def budget_defaults(self, budget_s: float) -> tuple[dict, dict]:
         """(env, flags) the boot budget fills when the lane leaves them unset."""
@@ -179,6 +191,9 @@ VLLM = Engine(
            "ready", "api_up"),
     ),
     log_hint=re.compile(r"\bvLLM\b|vllm\.entrypoints"),
+    display="vLLM",
+    consolidated_layout_args={"--tokenizer-mode": "mistral", "--config-format": "mistral",
+                              "--load-format": "mistral"},
     extra={"default_rendezvous_port": 29501},
 )
 
@@ -222,6 +237,10 @@ SGLANG = Engine(
         _m(r"Dummy health check server started", "ready", "worker_ready"),
     ),
     log_hint=re.compile(r"\bsglang\b|SGLang|ServerArgs\("),
+    display="SGLang",
+    consolidated_layout_args={"--tokenizer-mode": "mistral"},
+    # Stock SGLang ignores SGLANG_UNBALANCED_LOAD_TIMEOUT_S; the baked patch makes it read it.
+    timeout_patches={"barrier": "patch_barrier_timeout"},
 )
 
 ENGINES: Mapping[str, Engine] = {e.name: e for e in (VLLM, SGLANG)}

@@ -6,7 +6,7 @@
 Layers, in order (later wins per key; mappings deep-merge, lists are replaced):
   1. the lane file,
   2. ``lane_overrides`` from the inventory (group_vars / host_vars),
-  3. ``lane_overrides`` given with ``-e``.
+  3. ``lane_cli_overrides`` given on the command line (``-e lane_cli_overrides=...``).
 In ``serve.args`` a value of ``null`` or ``false`` removes the flag, ``true`` renders it bare and
 a mapping renders as compact JSON, so any layer can override or drop one flag.
 
@@ -20,6 +20,7 @@ import json
 import os
 import re
 
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 
@@ -32,7 +33,7 @@ LANE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 FLAG_RE = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
-ENGINES = ("vllm", "sglang")
+ENGINES = tuple(_engines.ENGINES)
 
 
 # --- schema -------------------------------------------------------------------------------
@@ -139,8 +140,8 @@ def deep_merge(base, override):
     return copy.deepcopy(override)
 
 
-def parse_overrides(value, source: str) -> dict:
-    """``lane_overrides`` may arrive as a mapping or, from ``-e key=value``, as a JSON/YAML string."""
+def parse_overrides(value, source: str, variable: str = "lane_overrides") -> dict:
+    """An override layer (``variable``) may arrive as a mapping or, from ``-e key=value``, as a JSON/YAML string."""
     if value in (None, "", {}):
         return {}
     if isinstance(value, str):
@@ -151,11 +152,11 @@ def parse_overrides(value, source: str) -> dict:
                 value = yaml.safe_load(value)
             except yaml.YAMLError as exc:
                 raise LanekitError(
-                    f"{source}: lane_overrides is not valid JSON or YAML ({exc}); pass a mapping such as "
+                    f"{source}: {variable} is not valid JSON or YAML ({exc}); pass a mapping such as "
                     "'{\"serve\": {\"args\": {\"--gpu-memory-utilization\": 0.89}}}'."
                 ) from None
     if not isinstance(value, dict):
-        raise LanekitError(f"{source}: lane_overrides is {_describe(value)}; expected a mapping of lane keys to override.")
+        raise LanekitError(f"{source}: {variable} is {_describe(value)}; expected a mapping of lane keys to override.")
     return value
 
 
@@ -370,11 +371,13 @@ def render_args(args: dict) -> list[str]:
 
 
 def budget_env(lane: dict) -> dict:
-    """Engine timeouts the boot budget fills in when the lane leaves them unset (or null)."""
-    boot = lane["boot"]
-    if lane["engine"] == "vllm":
-        return {"VLLM_ENGINE_READY_TIMEOUT_S": boot["budget_s"]}
-    return {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": boot["budget_s"]}
+    """Engine timeouts (carried in the environment) the boot budget fills when the lane leaves them unset."""
+    return _engines.get(lane["engine"]).budget_defaults(lane["boot"]["budget_s"])[0]
+
+
+def budget_args(lane: dict) -> dict:
+    """Engine timeouts (carried as flags) the boot budget fills when the lane leaves them unset."""
+    return _engines.get(lane["engine"]).budget_defaults(lane["boot"]["budget_s"])[1]
 
 
 def effective_env(lane: dict) -> dict:
@@ -382,3 +385,30 @@ def effective_env(lane: dict) -> dict:
     env = budget_env(lane)
     env.update({k: v for k, v in lane["serve"]["env"].items() if v is not None})
     return env
+
+
+def effective_args(lane: dict) -> dict:
+    """The lane's ``serve.args`` as ranks get them: the lane's flags in order, budget flags appended when absent."""
+    args = dict(lane["serve"]["args"])
+    for flag, value in budget_args(lane).items():
+        args.setdefault(flag, value)
+    return args
+
+
+def timeout_value(lane: dict, name: str):
+    """The value a rank gets for the engine timeout ``name``: the lane's, else the budget, else the stock.
+
+    None when the engine has no such timeout, or when the lane's value is not a number.
+    """
+    timeout = _engines.get(lane["engine"]).timeout(name)
+    if timeout is None:
+        return None
+    if timeout.carrier == "env":
+        value = effective_env(lane).get(timeout.key, timeout.stock_s)
+    else:
+        args = {k: v for k, v in effective_args(lane).items() if v is not None and v is not False}
+        value = args.get(timeout.key, timeout.stock_s)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None

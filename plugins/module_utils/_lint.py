@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _kvbudget
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import sm_major
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, timeout_value
 
 ERROR = "error"
 WARNING = "warning"
@@ -59,6 +59,10 @@ def _args(ctx: LintContext) -> dict:
 
 def _env(ctx: LintContext) -> dict:
     return effective_env(ctx.lane)
+
+
+def _engine(ctx: LintContext) -> _engines.Engine:
+    return _engines.get(ctx.lane["engine"])
 
 
 def _is_sm12x(ctx: LintContext) -> bool:
@@ -170,9 +174,7 @@ def mistral_tokenizer(ctx):
     if ctx.lane["model"].get("layout") != "mistral_consolidated":
         return
     args = _args(ctx)
-    needed = {"--tokenizer-mode": "mistral"}
-    if ctx.lane["engine"] == "vllm":
-        needed.update({"--config-format": "mistral", "--load-format": "mistral"})
+    needed = dict(_engine(ctx).consolidated_layout_args)
     wrong = {flag: args.get(flag) for flag, value in needed.items() if args.get(flag) != value}
     if wrong:
         listing = ", ".join(f"{flag} {value or 'unset'}" for flag, value in wrong.items())
@@ -185,51 +187,57 @@ def mistral_tokenizer(ctx):
 
 @rule("barrier-timeout", ERROR, "the post-load barrier outlasts the slowest rank's load, via the baked patch")
 def barrier_timeout(ctx):
-    lane = ctx.lane
-    if lane["engine"] != "sglang" or lane["topology"]["nodes"] < 2:
+    lane, engine = ctx.lane, _engine(ctx)
+    barrier = engine.timeout("barrier")
+    if barrier is None or lane["topology"]["nodes"] < 2:
         return
     expected = lane["boot"]["expected_load_s"]
-    value = _num(_env(ctx).get("SGLANG_UNBALANCED_LOAD_TIMEOUT_S"))
+    value = timeout_value(lane, "barrier")
     if value is None or value < expected:
         yield (
-            f"SGLANG_UNBALANCED_LOAD_TIMEOUT_S is {int(value) if value is not None else 'unset (480 s stock)'}, shorter "
-            f"than the expected load of {expected} s (boot.expected_load_s): when one rank crawls, the post-load "
-            f"monitored_barrier kills the ranks that finished (boot 4). Set it to at least {expected} in serve.env."
+            f"{barrier.key} is {int(value) if value is not None else f'unset ({int(barrier.stock_s)} s stock)'}, "
+            f"shorter than the expected load of {expected} s (boot.expected_load_s): when one rank crawls, the "
+            f"post-load monitored_barrier kills the ranks that finished (boot 4). Set it to at least {expected} in "
+            f"serve.{'env' if barrier.carrier == 'env' else 'args'}."
         )
+    patch = engine.timeout_patches.get("barrier")
     patches = [p["file"] for p in (ctx.image or {}).get("patches", [])]
-    if ctx.image is not None and not any("patch_barrier_timeout" in p for p in patches):
+    if patch and ctx.image is not None and not any(patch in p for p in patches):
         yield (
-            f"image {ctx.image['name']} does not bake patch_barrier_timeout.py: stock SGLang hard-codes the 480 s "
-            f"barrier and ignores SGLANG_UNBALANCED_LOAD_TIMEOUT_S. Add the patch to images/{ctx.image['name']}/image.yml."
+            f"image {ctx.image['name']} does not bake {patch}.py: stock {engine.display} hard-codes the "
+            f"{int(barrier.stock_s)} s barrier and ignores {barrier.key}. Add the patch to "
+            f"images/{ctx.image['name']}/image.yml."
         )
 
 
 @rule("watchdog-covers-warmup", ERROR, "SGLang's watchdog covers the warmup phase")
 def watchdog_covers_warmup(ctx):
-    if ctx.lane["engine"] != "sglang":
+    watchdog = _engine(ctx).timeout("watchdog")
+    if watchdog is None:
         return
     warmup = ctx.lane["boot"]["expected_warmup_s"]
-    value = _num(_args(ctx).get("--watchdog-timeout", 300))
+    value = timeout_value(ctx.lane, "watchdog")
     if value is None or value < warmup:
         yield (
-            f"--watchdog-timeout is {value if value is not None else 'not a number'} s, shorter than the expected warmup "
+            f"{watchdog.key} is {value if value is not None else 'not a number'} s, shorter than the expected warmup "
             f"of {warmup} s (boot.expected_warmup_s: autotune and JIT forwards on sm_121): the watchdog would kill the "
-            f"server mid-warmup. Set --watchdog-timeout to at least {warmup}."
+            f"server mid-warmup. Set {watchdog.key} to at least {warmup}."
         )
 
 
 @rule("engine-ready-timeout", ERROR, "vLLM's engine-ready timeout covers load and warmup")
 def engine_ready_timeout(ctx):
-    if ctx.lane["engine"] != "vllm":
+    ready = _engine(ctx).timeout("engine_ready")
+    if ready is None:
         return
     boot = ctx.lane["boot"]
     need = boot["expected_load_s"] + boot["expected_warmup_s"]
-    value = _num(_env(ctx).get("VLLM_ENGINE_READY_TIMEOUT_S", 600))
+    value = timeout_value(ctx.lane, "engine_ready")
     if value is None or value < need:
         yield (
-            f"VLLM_ENGINE_READY_TIMEOUT_S is {value} s but loading and warmup are expected to take {need} s "
+            f"{ready.key} is {value} s but loading and warmup are expected to take {need} s "
             f"(boot.expected_load_s + boot.expected_warmup_s): the API server would give up on the engine mid-load. "
-            f"Set it to at least {need} in serve.env."
+            f"Set it to at least {need} in serve.{'env' if ready.carrier == 'env' else 'args'}."
         )
 
 
@@ -325,7 +333,7 @@ def kv_budget(ctx):
     result = kv_assessment(ctx.lane, ctx.profile)
     if result is None:
         return
-    flag = _fraction_flag(ctx.lane["engine"])
+    flag = _engine(ctx).memory_fraction_flag
     if not result["fits"] or not result["admitted"]:
         yield _kvbudget.explain(result, flag)
 
@@ -333,7 +341,7 @@ def kv_budget(ctx):
 @rule("kv-budget-unchecked", WARNING, "the lane states the figures the KV budget check needs")
 def kv_budget_unchecked(ctx):
     lane = ctx.lane
-    flag = _fraction_flag(lane["engine"])
+    flag = _engine(ctx).memory_fraction_flag
     if not lane.get("memory"):
         yield (
             f"the lane has no memory section (weights_per_rank_gib, graph_reserve_gib, kv_bytes_per_token), so the KV "
@@ -343,20 +351,13 @@ def kv_budget_unchecked(ctx):
         yield f"{flag} is not set, so the engine picks the memory fraction itself and the KV budget is not checked."
 
 
-def _fraction_flag(engine: str) -> str:
-    return "--gpu-memory-utilization" if engine == "vllm" else "--mem-fraction-static"
-
-
-def _max_len_flag(engine: str) -> str:
-    return "--max-model-len" if engine == "vllm" else "--context-length"
-
-
 def kv_assessment(lane: dict, profile: dict) -> dict | None:
     """The KV budget of the lane, or None when the lane lacks the figures."""
     memory = lane.get("memory")
     args = {k: v for k, v in lane["serve"]["args"].items() if v is not None}
-    fraction = _num(args.get(_fraction_flag(lane["engine"])))
-    max_len = _num(args.get(_max_len_flag(lane["engine"])))
+    engine = _engines.get(lane["engine"])
+    fraction = _num(args.get(engine.memory_fraction_flag))
+    max_len = _num(args.get(engine.max_len_flag))
     if not memory or fraction is None or max_len is None:
         return None
     return _kvbudget.assess(

@@ -11,41 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import posixpath
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _lint
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, load_lane, render_args
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
+    effective_args, effective_env, load_lane, render_args, timeout_value,
+)
 
 CONTAINER_PREFIX = "lanekit-"
 LABEL = "io.lanekit"
 
-# Flags the plan owns: they follow from topology, the inventory and the boot budget, so a lane
-# that also sets them would contradict itself. Each maps to the lane key to use instead.
-PLAN_OWNED = {
-    "vllm": {
-        "--tensor-parallel-size": "topology.tensor_parallel", "-tp": "topology.tensor_parallel",
-        "--pipeline-parallel-size": "topology.pipeline_parallel", "-pp": "topology.pipeline_parallel",
-        "--nnodes": "topology.nodes", "--node-rank": "the inventory order of lane_nodes",
-        "--master-addr": "the head host's fabric_ip", "--master-port": "serve.rendezvous_port",
-        "--headless": "the plan (ranks above 0)", "--host": "the plan", "--port": "serve.port",
-        "--served-model-name": "model.served_name",
-    },
-    "sglang": {
-        "--tp": "topology.tensor_parallel", "--tp-size": "topology.tensor_parallel",
-        "--tensor-parallel-size": "topology.tensor_parallel", "--pp-size": "topology.pipeline_parallel",
-        "--nnodes": "topology.nodes", "--node-rank": "the inventory order of lane_nodes",
-        "--dist-init-addr": "the head host's fabric_ip and serve.rendezvous_port", "--host": "the plan",
-        "--port": "serve.port", "--model-path": "model.dir under lanekit_weights_root",
-        "--served-model-name": "model.served_name",
-    },
-}
-
-
 def check_plan_owned(lane: dict) -> None:
-    owned = PLAN_OWNED[lane["engine"]]
+    """Refuse a lane that sets a flag the plan renders itself (the engine record lists them)."""
+    owned = _engines.get(lane["engine"]).plan_owned
     for flag in lane["serve"]["args"]:
         if flag in owned and lane["serve"]["args"][flag] not in (None, False):
             raise LanekitError(
@@ -80,15 +62,16 @@ def _str_env(env: dict) -> dict:
     return out
 
 
-def _fabric_env(engine: str, host: dict) -> dict:
+def _fabric_env(engine: _engines.Engine, host: dict) -> dict:
     env = {}
     ip = host.get("fabric_ip")
     if not ip:
+        carriers = " / ".join(e.host_ip_env for e in _engines.ENGINES.values())
         raise LanekitError(
             f"host {host['name']} has no fabric_ip: every rank advertises its fabric address to its peers "
-            f"(VLLM_HOST_IP / SGLANG_HOST_IP). Set fabric_ip in the inventory's host_vars for {host['name']}."
+            f"({carriers}). Set fabric_ip in the inventory's host_vars for {host['name']}."
         )
-    env["VLLM_HOST_IP" if engine == "vllm" else "SGLANG_HOST_IP"] = ip
+    env[engine.host_ip_env] = ip
     if host.get("fabric_ifname"):
         env["NCCL_SOCKET_IFNAME"] = host["fabric_ifname"]
         env["GLOO_SOCKET_IFNAME"] = host["fabric_ifname"]
@@ -100,37 +83,21 @@ def _fabric_env(engine: str, host: dict) -> dict:
 
 
 def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: str) -> list[str]:
-    serve, topo, boot = lane["serve"], lane["topology"], lane["boot"]
-    args = dict(serve["args"])
-    if lane["engine"] == "vllm":
-        argv = [model_path, "--served-model-name", lane["model"]["served_name"]]
-        if rank == 0:
-            argv += ["--host", "0.0.0.0", "--port", str(serve["port"])]
-        args.setdefault("--distributed-timeout-seconds", boot["budget_s"])
-        argv += render_args(args)
-        argv += ["--tensor-parallel-size", str(topo["tensor_parallel"])]
-        if topo["pipeline_parallel"] > 1:
-            argv += ["--pipeline-parallel-size", str(topo["pipeline_parallel"])]
-        if nnodes > 1:
-            argv += ["--nnodes", str(nnodes), "--node-rank", str(rank),
-                     "--master-addr", head_ip, "--master-port", str(serve["rendezvous_port"])]
-            if rank > 0:
-                argv.append("--headless")
-        return argv
-    # SGLang: every rank gets --host 0.0.0.0 (workers serve their health endpoint there).
-    argv = ["--model-path", model_path, "--served-model-name", lane["model"]["served_name"],
-            "--host", "0.0.0.0", "--port", str(serve["port"])]
-    args.setdefault("--dist-timeout", boot["budget_s"])
-    argv += render_args(args)
-    argv += ["--tp", str(topo["tensor_parallel"])]
-    if topo["pipeline_parallel"] > 1:
-        argv += ["--pp-size", str(topo["pipeline_parallel"])]
-    if topo["data_parallel"] > 1:
-        argv += ["--dp-size", str(topo["data_parallel"])]
-    if nnodes > 1:
-        argv += ["--nnodes", str(nnodes), "--node-rank", str(rank),
-                 "--dist-init-addr", f"{head_ip}:{serve['rendezvous_port']}"]
-    return argv
+    serve, topo = lane["serve"], lane["topology"]
+    return _engines.get(lane["engine"]).argv(_engines.RankArgs(
+        model_path=model_path,
+        served_name=lane["model"]["served_name"],
+        port=serve["port"],
+        rendezvous_port=serve["rendezvous_port"],
+        rank=rank,
+        nnodes=nnodes,
+        head_ip=head_ip,
+        tensor_parallel=topo["tensor_parallel"],
+        pipeline_parallel=topo["pipeline_parallel"],
+        data_parallel=topo["data_parallel"],
+        # The boot budget's flags follow the lane's own (appended when the lane leaves them unset).
+        lane_args=render_args(effective_args(lane)),
+    ))
 
 
 def docker_run_argv(spec: dict) -> list[str]:
@@ -158,18 +125,75 @@ def docker_run_argv(spec: dict) -> list[str]:
     return argv + list(spec["entrypoint"][1:]) + list(spec["command"])
 
 
+def device_requests(gpus) -> list[dict]:
+    """docker's --gpus value (all, a count, or device ids) as docker_container device_requests."""
+    value = str(gpus or "").strip()
+    if value.startswith("device="):
+        value = value[len("device="):]
+    if not value:
+        return []
+    request: dict = {"driver": "nvidia", "capabilities": [["gpu"]]}
+    if value == "all":
+        request["count"] = -1
+    elif value.isdigit():
+        request["count"] = int(value)
+    else:
+        request["device_ids"] = value.split(",")
+    return [request]
+
+
+def module_ulimit(ulimit: str) -> str:
+    """docker's ``--ulimit name=soft[:hard]`` in docker_container's ``name:soft[:hard]`` form."""
+    name, sep, limits = str(ulimit).partition("=")
+    return f"{name}:{limits}" if sep and name.replace("_", "").isalpha() else str(ulimit)
+
+
+def container_options(spec: dict) -> dict:
+    """The rank as community.docker.docker_container options (role-level settings are the role's)."""
+    options = {
+        "name": spec["container_name"],
+        "image": spec["image"],
+        "entrypoint": list(spec["entrypoint"]),
+        "command": list(spec["command"]),
+        "env": dict(spec["env"]),
+        "labels": dict(spec["labels"]),
+        "mounts": [{"type": "bind", "source": m["source"], "target": m["target"], "read_only": m["read_only"]}
+                   for m in spec["mounts"]],
+        "network_mode": spec["network_mode"],
+        "ipc_mode": spec["ipc_mode"],
+        "devices": list(spec["devices"]),
+        "ulimits": [module_ulimit(u) for u in spec["ulimits"]],
+        "capabilities": list(spec["cap_add"]),
+    }
+    if spec["shm_size"]:
+        options["shm_size"] = spec["shm_size"]
+    requests = device_requests(spec["gpus"])
+    if requests:
+        options["device_requests"] = requests
+    return options
+
+
+def batches(engine: _engines.Engine, ranks: list[dict], first: tuple[str, ...]) -> list[list[int]]:
+    """The node_ranks in start (or stop) batches: ranks whose role is in ``first``, then the others."""
+    return engine.batches([r["role"] for r in ranks], first)
+
+
 def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: dict, rank_lanes: dict | None = None) -> dict:
+def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: dict, rank_lanes: dict | None = None,
+           reports_root: str | None = None) -> dict:
     """Render the plan.
 
     ``hosts``: [{name, fabric_ip, fabric_ifname?, ib_hca?, ucx_net_devices?, node_rank?}] from lane_nodes.
     ``cluster``: {weights_root, rank_gpus, rank_devices, rank_cap_add, rank_ulimits, rank_shm_size, head_host}.
     ``rank_lanes``: per-host lanes when host_vars carry their own lane_overrides (serve.args/env only).
+    ``reports_root``: the controller's reports root (the action resolves it); the plan's
+    ``reports_dir`` is ``<reports_root>/<lane>``.
     """
     check_plan_owned(lane)
+    engine = _engines.get(lane["engine"])
     weights_root = cluster.get("weights_root")
     if not weights_root or not str(weights_root).startswith("/"):
         raise LanekitError(
@@ -189,7 +213,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         env.update(profile.get("env", {}))
         env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
         env.update(effective_env(rlane))
-        env.update(_fabric_env(lane["engine"], host))
+        env.update(_fabric_env(engine, host))
         # Ranks read the staged weights only; a rank reaching for the Hub mid-boot is a bug.
         env["HF_HUB_OFFLINE"] = "1"
         env = _str_env(env)
@@ -214,8 +238,8 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             "extra_docker_args": list(rlane["serve"].get("docker_args") or []),
             "fabric_ip": host.get("fabric_ip"),
             "api_port": lane["serve"]["port"],
-            # vLLM headless ranks serve no HTTP; SGLang workers run a health server on --port.
-            "health_port": lane["serve"]["port"] if (rank == 0 or lane["engine"] == "sglang") else None,
+            # Workers answer HTTP only where the engine runs a health server on them (SGLang; not vLLM).
+            "health_port": lane["serve"]["port"] if (rank == 0 or engine.workers_serve_health) else None,
         }
         spec_hash = _hash({k: spec[k] for k in ("image", "entrypoint", "command", "env", "mounts", "network_mode",
                                                  "ipc_mode", "gpus", "devices", "cap_add", "ulimits", "shm_size",
@@ -234,6 +258,10 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
     for spec in ranks:
         spec["labels"][f"{LABEL}.plan-hash"] = plan_hash
         spec["docker_argv"] = docker_run_argv(spec)
+        spec["container"] = container_options(spec)
+    hosts_index: dict[str, list[int]] = {}
+    for spec in ranks:
+        hosts_index.setdefault(spec["host"], []).append(spec["node_rank"])
     return {
         "lane": lane["lane"],
         "engine": lane["engine"],
@@ -260,8 +288,41 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         },
         "boot": lane["boot"],
         "cache": lane.get("cache", {}),
+        # Published so that no later phase derives them again (docs/contracts.md).
+        "rendezvous_port": lane["serve"]["rendezvous_port"] if nnodes > 1 else None,
+        "barrier_timeout_s": timeout_value(lane, "barrier"),
+        "reports_dir": posixpath.join(reports_root, lane["lane"]) if reports_root else None,
+        "hosts": hosts_index,
+        "start_order": batches(engine, ranks, engine.start_first),
+        "stop_order": batches(engine, ranks, engine.stop_first),
         "ranks": ranks,
     }
+
+
+def reports_root(configured: str | None, playbook_dir: str | None, cwd: str) -> str:
+    """The controller's reports root: ``lanekit_reports_dir``, else ``reports/`` beside a checkout's playbooks.
+
+    A playbook run from an installed collection (under an ``ansible_collections/`` tree) must not
+    write into the installed collection, so its reports go to ``reports/`` in the working directory.
+    """
+    if configured:
+        return os.path.abspath(os.path.join(cwd, str(configured)))
+    if playbook_dir and "ansible_collections" not in os.path.normpath(playbook_dir).split(os.sep):
+        base = os.path.dirname(playbook_dir) if os.path.basename(playbook_dir) == "playbooks" else playbook_dir
+        return os.path.join(os.path.abspath(base), "reports")
+    return os.path.join(os.path.abspath(cwd), "reports")
+
+
+def find_spec_dir(name: str, explicit: str | None, configured: str | None, cwd: str, collection_root: str) -> str:
+    """Where ``lanes/`` (or ``images/``) is read from: the task's argument, the inventory's variable,
+    a ``<name>/`` directory in the working directory (a team's own repository), else the collection's own."""
+    for candidate in (explicit, configured):
+        if candidate:
+            return os.path.abspath(os.path.join(cwd, str(candidate)))
+    local = os.path.join(os.path.abspath(cwd), name)
+    if os.path.isdir(local):
+        return local
+    return os.path.join(collection_root, name)
 
 
 def table(plan: dict) -> str:
@@ -287,7 +348,7 @@ def _quote(arg: str) -> str:
 
 
 def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict], lint_skip=None,
-              purpose: str = "plan") -> tuple[dict | None, dict]:
+              purpose: str = "plan", reports_root: str | None = None) -> tuple[dict | None, dict]:
     """Lane file + layers + inventory -> (plan or None, lint findings).
 
     ``hosts``: the lane_nodes hosts in inventory order, each ``{"name", "vars", "layers"}`` where
@@ -336,7 +397,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         "ucx_net_devices": h["vars"].get("ucx_net_devices"),
         "node_rank": h["vars"].get("node_rank"),
     } for h in hosts]
-    plan = render(lane, profile, image, host_specs, cluster, lanes)
+    plan = render(lane, profile, image, host_specs, cluster, lanes, reports_root)
     plan["memory"] = _lint.kv_assessment(lane, profile)
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
                                                          "device_memory_gib", "admission_free_gib", "unified_memory")}

@@ -9,9 +9,16 @@ module: lane_plan
 short_description: Render the per-rank plan of a lane on the controller, after validation and lint
 version_added: 0.1.0
 description:
-  - Loads O(lane) from C(lanes/<lane>.yml), deep-merges the C(lane_overrides) layers (inventory
-    group_vars/host_vars, then C(-e)), validates the result against the lane schema, runs the lint
-    rules of the bring-up report and the KV-budget preflight, and renders one container spec per rank.
+  - Loads O(lane) from C(lanes/<lane>.yml), deep-merges the override layers (C(lane_overrides) from the
+    inventory's group_vars/host_vars, then C(lane_cli_overrides) from the command line, C(-e
+    lane_cli_overrides='{...}')), validates the result against the lane schema, runs the lint rules of
+    the bring-up report and the KV-budget preflight, and renders one container spec per rank.
+  - C(lane_overrides) given with C(-e) is refused (it would replace the inventory's layer instead of
+    layering over it); use C(lane_cli_overrides) on the command line.
+  - The plan publishes what later phases need (docs/contracts.md), among them C(reports_dir),
+    C(<reports root>/<lane>), the root being C(lanekit_reports_dir), else C(reports/) beside the
+    C(playbooks/) directory of a checkout, else (a playbook of an installed collection) C(reports/) in
+    the current working directory.
   - Runs on the controller only (action plugin); no host is contacted.
   - A bad lane file or a refused lane fails with sentences naming the file, the key, what was found and
     the fix. Lint errors stop the plan; warnings are printed.
@@ -21,10 +28,16 @@ options:
     type: str
     required: true
   lanes_dir:
-    description: Directory holding the lane files. Defaults to the collection's C(lanes/).
+    description:
+      - Directory holding the lane files.
+      - Defaults to the variable C(lanekit_lanes_dir), else a C(lanes/) directory in the current working
+        directory (a team's own repository), else the collection's C(lanes/).
     type: path
   images_dir:
-    description: Directory holding the image specs. Defaults to the collection's C(images/).
+    description:
+      - Directory holding the image specs.
+      - Defaults to the variable C(lanekit_images_dir), else an C(images/) directory in the current working
+        directory, else the collection's C(images/).
     type: path
   purpose:
     description:
@@ -45,6 +58,10 @@ options:
   plan_file:
     description: Write the plan as JSON to this controller path (atomically; only when it changed).
     type: path
+  write_plan:
+    description: Without O(plan_file), write the plan JSON to C(<reports_dir>/plan.json) (the plan's C(reports_dir)).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full

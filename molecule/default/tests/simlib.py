@@ -28,7 +28,7 @@ def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | No
     argv = [PLAYBOOK, os.path.join(ROOT, "playbooks", name), "-i", os.path.join(ROOT, "inventories", "sim"),
             "-e", f"lane={lane or LANE}"]
     if overrides is not None:
-        argv += ["-e", "lane_overrides=" + json.dumps(overrides)]
+        argv += ["-e", "lane_cli_overrides=" + json.dumps(overrides)]
     argv += extra or []
     # Molecule exports ANSIBLE_FORCE_COLOR for its own runs; these outputs are parsed, so no colour.
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",

@@ -36,10 +36,12 @@ def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None):
         if host_overrides and name in host_overrides:
             layers.append((f"lane_overrides in the inventory (host {name})", host_overrides[name]))
         if overrides is not None:
-            layers.append(("lane_overrides given with -e", overrides))
+            layers.append(("lane_cli_overrides given with -e", overrides))
         result.append({"name": name, "vars": merged, "layers": layers})
     return result
 
 
-def plan(lane=VLLM, overrides=None, purpose="deploy", lint_skip=None, lanes_dir=LANES, images_dir=IMAGES, **kwargs):
-    return plan_lane(lanes_dir, images_dir, lane, spark8_hosts(overrides=overrides, **kwargs), lint_skip, purpose)
+def plan(lane=VLLM, overrides=None, purpose="deploy", lint_skip=None, lanes_dir=LANES, images_dir=IMAGES,
+         reports_root=None, **kwargs):
+    return plan_lane(lanes_dir, images_dir, lane, spark8_hosts(overrides=overrides, **kwargs), lint_skip, purpose,
+                     reports_root)

@@ -79,7 +79,7 @@ def test_unknown_lane_lists_known_ones():
 
 def test_short_revision_is_not_a_pin():
     with pytest.raises(LanekitError, match="not a pin"):
-        load_lane(LANES, VLLM, [("lane_overrides given with -e", {"model": {"revision": "main"}})])
+        load_lane(LANES, VLLM, [("lane_cli_overrides given with -e", {"model": {"revision": "main"}})])
 
 
 def test_flag_without_dashes_is_refused():
