@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines
+
 ROOT = "root"
 CONSEQUENCE = "consequence"
 
@@ -51,6 +53,8 @@ class Signature:
     kind: str = ROOT
     # fatal: once printed the boot is lost, even if the container still runs.
     fatal: bool = True
+    # Engines whose logs can print the line (names of the engine table, ``_engines.ENGINES``);
+    # empty: any engine.
     engines: tuple[str, ...] = ()
     # Optional pattern whose group "ranks" lists the node ranks the line itself blames
     # (e.g. "Missing node ranks: 5, 7"): those ranks, not the one printing, are at fault.
@@ -384,6 +388,11 @@ _PATTERNED: tuple[Signature, ...] = tuple(sig for sig in SIGNATURES if not sig.d
 
 # A python exception line, used to quote the last error of an unknown exit.
 _EXCEPTION_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Interrupt)|AssertionError)\b: \S")
+
+
+def unknown_engine_scopes(signatures: Iterable[Signature] = SIGNATURES) -> list[str]:
+    """'<id>: <engine>' for each engine a signature is scoped to that the engine table does not know."""
+    return [f"{sig.id}: {name}" for sig in signatures for name in sig.engines if name not in _engines.ENGINES]
 
 
 def get(signature_id: str) -> Signature:

@@ -24,27 +24,26 @@ description:
   - 'Fails at the first poll that sees: a rank container that exited (or is missing), a
     known fatal line in any rank''s log, no progress for O(stall_s), or the boot budget spent.
     The failure names the rank(s), the matched failure signatures with their cause and fix,
-    and writes a bundle under C(reports/<lane>/<UTC timestamp>/) on the controller: every
+    and writes a bundle under C(<plan.reports_dir>/<UTC timestamp>/) on the controller: every
     rank''s log tail, full log and C(docker inspect), each node''s C(/proc/meminfo), the plan,
     the verdict and the status history. Containers are left in place.'
-  - With O(mode=status) it gathers once and prints a per-rank table (state, phase, uptime,
-    restarts, image). With O(mode=explain) it matches O(text) (for example a docker start
-    error) against the failure signatures and fails with the explanation.
+  - With O(mode=explain) it matches O(text) (for example a docker start error) against the
+    failure signatures and fails with the explanation. The per-rank table of a lane is
+    M(lanekit.serving.lane_status).
 options:
   plan:
     description:
       - The lane's plan, as published by the preflight role in C(lanekit_plan) (see
-        docs/contracts.md). Its C(boot) mapping gives the budget, stall and poll times.
-      - Required for O(mode=wait). For O(mode=status) without a plan, O(lane) names the lane and
-        its containers are found by their C(lanekit.lane) label.
+        docs/contracts.md). Its C(boot) mapping gives the budget, stall and poll times; its
+        C(ranks) and C(hosts) name the containers and nodes, C(rendezvous_port) the head's
+        rendezvous port, C(barrier_timeout_s) the post-load barrier and C(reports_dir) where
+        failure bundles go.
+      - Required for O(mode=wait).
     type: dict
-  lane:
-    description: Lane name, for O(mode=status) without a plan.
-    type: str
   mode:
-    description: What to do.
+    description: V(wait) for the lane's boot, V(explain) to explain O(text).
     type: str
-    choices: [wait, status, explain]
+    choices: [wait, explain]
     default: wait
   budget_s:
     description: Boot budget in seconds, counted from the first rank's start. Default C(plan.boot.budget_s).
@@ -82,8 +81,8 @@ options:
     default: 400
   reports_dir:
     description:
-      - Where bundles go. Default C(lanekit_reports_dir), else C(reports/) beside the playbooks
-        directory.
+      - The lane's reports directory on the controller; a failure bundle goes to a new
+        C(<UTC timestamp>) folder in it. Default C(plan.reports_dir).
     type: path
   sync_timeout_s:
     description: How long the coordinator waits each poll for the other nodes' reports. Default 0.8 x poll, 3 to 30 s.
@@ -96,7 +95,7 @@ options:
     description: Text to explain (O(mode=explain)).
     type: str
   engine:
-    description: Engine (V(vllm), V(sglang)) when there is no plan (status, explain).
+    description: Engine (V(vllm), V(sglang)) whose signatures O(mode=explain) also considers.
     type: str
   context:
     description: Sentence put before the explanation (O(mode=explain)).
@@ -111,6 +110,7 @@ notes:
   - In check mode nothing was started, so the wait is skipped.
 seealso:
   - module: lanekit.serving.rank_status
+  - module: lanekit.serving.lane_status
 author:
   - lanekit developers
 attributes:
@@ -131,10 +131,12 @@ EXAMPLES = r"""
     plan: "{{ lanekit_plan }}"
   any_errors_fatal: true
 
-- name: Per-rank table of a running lane
+- name: Explain why a rank container did not start
   lanekit.serving.lane_wait:
-    mode: status
-    lane: mistral-large4-nvfp4-8x-vllm
+    mode: explain
+    engine: vllm
+    context: Starting rank 3 on spark-04 failed
+    text: "{{ start_error }}"
 """
 
 RETURN = r"""
@@ -178,9 +180,4 @@ ranks:
   returned: coordinator
   type: list
   elements: dict
-table:
-  description: The per-rank table lines.
-  returned: status mode (coordinator)
-  type: list
-  elements: str
 """

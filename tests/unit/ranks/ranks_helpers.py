@@ -26,13 +26,14 @@ def lines_until(name: str, marker: str) -> list[str]:
 def make_status(rank, lines=(), *, engine="vllm", role=None, state="running", node_now=None,
                 exit_code=0, probes=None, started="2026-10-30T06:00:00.000000000Z", host=None):
     """A rank status as the wait loop builds it, from log lines and a fake docker state."""
-    from ansible_collections.lanekit.serving.plugins.module_utils import _progress as progress
+    from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
+    from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog, parse_docker_time
 
     role = role or ("head" if rank == 0 else "worker")
-    log = progress.RankLog(engine, role)
+    log = RankLog(engine, role)
     log.feed_docker(list(lines))
     if node_now is None:
-        node_now = (log.last_ts or progress.parse_docker_time(started)) + 5.0
+        node_now = (log.last_ts or parse_docker_time(started)) + 5.0
     inspect = {
         "State": {
             "Status": state, "Running": state == "running", "ExitCode": exit_code if state != "running" else 0,
@@ -42,6 +43,6 @@ def make_status(rank, lines=(), *, engine="vllm", role=None, state="running", no
         "RestartCount": 0,
         "Config": {"Image": "lanekit/mistral-large4-vllm:0123456789ab", "Labels": {}},
     }
-    meta = {"rank": rank, "host": host or f"spark-{rank + 1:02d}", "role": role,
-            "container": f"lanekit-lane-r{rank}"}
-    return progress.rank_status(meta, inspect, log, node_now, probes or {})
+    spec = {"node_rank": rank, "host": host or f"spark-{rank + 1:02d}", "role": role,
+            "container_name": f"lanekit-lane-r{rank}"}
+    return rankstatus.build(spec, inspect, log, node_now, probes or {})

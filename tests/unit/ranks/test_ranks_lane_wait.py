@@ -1,92 +1,21 @@
 # Copyright: lanekit developers
 # Apache-2.0
-"""The lane_wait action's controller side, with a fake node: polling, verdicts, the bundle."""
+"""The lane_wait action's controller side, with a fake node: polling, verdicts, the bundle, explain."""
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import stat
 import threading
 
-
+import pytest
 from ansible_collections.lanekit.serving.plugins.action import lane_wait as lw
-from ansible_collections.lanekit.serving.plugins.module_utils import _progress as progress
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootConfig
+from ansible_collections.lanekit.serving.plugins.plugin_utils import _lane_poll as poll
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir
+from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
+from lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
 from ranks_helpers import fixture_lines, lines_until
-
-STARTED = "2026-10-30T06:00:00.000000000Z"
-
-
-def inspect(state="running", code=0, started=STARTED):
-    return {"Id": "abc", "Name": "/x", "State": {"Status": state, "Running": state == "running", "ExitCode": code,
-            "StartedAt": started, "FinishedAt": STARTED, "OOMKilled": False, "Error": ""},
-            "RestartCount": 0, "Config": {"Image": "lanekit/mistral-large4-sglang:0123456789ab", "Labels": {}}}
-
-
-class FakeShell:
-    def join_path(self, *parts):
-        return os.path.join(*parts)
-
-
-class FakeConnection:
-    def __init__(self, node_dir):
-        self._shell = FakeShell()
-        self.node_dir = node_dir
-        self.fetched = []
-
-    def fetch_file(self, remote, local):
-        shutil.copyfile(remote, local)
-        self.fetched.append((remote, local))
-
-
-class FakeAction:
-    """Stands in for ActionBase: answers rank_status from a script of polls."""
-
-    def __init__(self, node_dir, script):
-        self._connection = FakeConnection(node_dir)
-        self.script = script
-        self.calls = []
-
-    def _execute_module(self, module_name, module_args, task_vars):
-        assert module_name == "lanekit.serving.rank_status"
-        self.calls.append(module_args)
-        if module_args.get("bundle_dir"):
-            os.makedirs(module_args["bundle_dir"], exist_ok=True)
-            files = []
-            for name in module_args["containers"]:
-                for suffix, text in ((".log", "full log of " + name), (".inspect.json", "{}")):
-                    path = os.path.join(module_args["bundle_dir"], name + suffix)
-                    with open(path, "w") as handle:
-                        handle.write(text)
-                    files.append(path)
-            path = os.path.join(module_args["bundle_dir"], "meminfo.txt")
-            with open(path, "w") as handle:
-                handle.write("MemTotal: 125000000 kB\nMemFree: 1600000 kB\n")
-            return {"containers": [], "bundle_files": files + [path], "now": 0}
-        polls = [c for c in self.calls if not c.get("bundle_dir")]
-        return self.script[min(len(polls), len(self.script)) - 1](module_args)
-
-    def _make_tmp_path(self):
-        path = os.path.join(self._connection.node_dir, "tmp")
-        os.makedirs(path, exist_ok=True)
-        return path
-
-    def _remove_tmp_path(self, path, force=False):
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def container(name, lines, state="running", code=0):
-    return {"name": name, "exists": True, "inspect": inspect(state, code), "lines": lines, "log_error": ""}
-
-
-PLAN = {
-    "lane": "mistral-large4-nvfp4-8x-sglang", "engine": "sglang",
-    "api": {"host": "spark-01", "address": "10.10.10.1", "port": 30000, "served_model_name": "mistral-large-4"},
-    "boot": {"budget_s": 4800, "stall_s": 600, "poll_s": 1},
-    "ranks": [
-        {"host": "spark-01", "node_rank": 0, "role": "head", "container_name": "lk-r0", "health_port": 30000},
-        {"host": "spark-01", "node_rank": 1, "role": "worker", "container_name": "lk-r1", "health_port": 30000},
-    ],
-}
 
 
 def args(**kw):
@@ -97,15 +26,14 @@ def args(**kw):
 
 
 def make_ctx(tmp_path, script, me="spark-01", plan=PLAN, **kw):
+    plan = dict(plan, reports_dir=str(tmp_path / "reports" / plan["lane"]))
     action = FakeAction(str(tmp_path / ("node-" + me)), script)
     os.makedirs(action._connection.node_dir, exist_ok=True)
-    ranks = lw.plan_ranks(plan)
-    hosts = sorted({r["host"] for r in ranks})
-    task_vars = {"inventory_hostname": me, "lanekit_reports_dir": str(tmp_path / "reports")}
-    cfg = progress.BootConfig.from_plan(plan)
-    rdv = lw.Rendezvous(str(tmp_path / "rdv"))
-    return lw._Ctx(action, args(plan=plan, **kw), task_vars, plan, plan["lane"], plan["engine"], ranks, hosts,
-                   me, "spark-01", cfg, rdv), action
+    task_vars = {"inventory_hostname": me, "ansible_play_batch": list(plan["hosts"])}
+    members = poll.lane_members(plan, task_vars, "lane_wait")
+    cfg = BootConfig.from_plan(plan)
+    rdv = Rendezvous(str(tmp_path / "rdv"))
+    return lw.Waiter(action, args(plan=plan, **kw), task_vars, plan, members, cfg, rdv, plan["reports_dir"]), action
 
 
 def test_g1_scale_c_crash_fails_within_two_polls_and_writes_the_bundle(tmp_path, capsys):
@@ -128,7 +56,7 @@ def test_g1_scale_c_crash_fails_within_two_polls_and_writes_the_bundle(tmp_path,
     assert "--moe-runner-backend flashinfer_cutlass" in result["msg"]
     assert "rank 1 (spark-01)" in result["msg"]
     bundle = result["bundle"]
-    assert bundle.startswith(str(tmp_path / "reports" / "mistral-large4-nvfp4-8x-sglang"))
+    assert bundle.startswith(str(tmp_path / "reports" / "mistral-large4-nvfp4-8x-sglang") + os.sep)
     for rel in ("plan.json", "verdict.json", "summary.txt", "status-history.log",
                 "ranks/r1-spark-01/log-tail.txt", "ranks/r1-spark-01/full.log", "ranks/r1-spark-01/inspect.json",
                 "ranks/r0-spark-01/full.log", "hosts/spark-01/meminfo.txt", "hosts/spark-01/meminfo.json"):
@@ -164,33 +92,30 @@ def test_ready_after_the_stability_window(tmp_path):
 
 
 def test_restarted_container_resets_the_parser(tmp_path):
-    watcher = lw.HostWatcher([{"rank": 0, "host": "h", "role": "head", "container": "c"}], "sglang", 50)
+    watcher = poll.HostWatcher([{"node_rank": 0, "host": "h", "role": "head", "container_name": "c"}], "sglang", 50)
     crash = fixture_lines("sglang-g1-scale-c.log")
     first = watcher.absorb({"containers": [dict(container("c", crash), inspect=inspect("exited", 1))], "now": 0})
-    assert "fusedmoe_g1_scale_c" in first[0]["signatures"]
+    assert "fusedmoe_g1_scale_c" in first[0].signatures
     again = inspect(started="2026-10-30T08:00:00.000000000Z")
     second = watcher.absorb({"containers": [{"name": "c", "exists": True, "inspect": again,
                                              "lines": lines_until("sglang-head.log", "Load weight begin")}],
                              "now": 1793347300.0})
-    assert second[0]["signatures"] == {} and second[0]["phase"] == "loading"
+    assert second[0].signatures == {} and second[0].phase == "loading"
 
 
 def test_gather_error_keeps_last_status_briefly(tmp_path):
-    watcher = lw.HostWatcher([{"rank": 2, "host": "h", "role": "worker", "container": "c"}], "vllm", 50)
+    watcher = poll.HostWatcher([{"node_rank": 2, "host": "h", "role": "worker", "container_name": "c"}], "vllm", 50)
     ok = watcher.absorb({"containers": [container("c", lines_until("vllm-worker.log", "assigned"))], "now": 1e9})
-    assert ok[2]["phase"] == "loading"
+    assert ok[2].phase == "loading"
     miss = watcher.absorb(None, "cannot reach h: timeout")
-    assert miss[2]["phase"] == "loading" and miss[2]["gather_error"] == "cannot reach h: timeout"
+    assert miss[2].phase == "loading" and miss[2].gather_error == "cannot reach h: timeout"
     watcher.absorb(None, "x")
     gone = watcher.absorb(None, "cannot reach h: timeout")
-    assert gone[2]["state"] == "unknown"
+    assert gone[2].state == "unknown"
 
 
 def test_follower_helps_with_the_bundle(tmp_path):
-    plan = dict(PLAN, ranks=[
-        {"host": "spark-01", "node_rank": 0, "role": "head", "container_name": "lk-r0", "health_port": 30000},
-        {"host": "spark-02", "node_rank": 1, "role": "worker", "container_name": "lk-r1", "health_port": 30000},
-    ])
+    plan = TWO_NODES
     head = lines_until("sglang-head.log", "32/64")
     crash = fixture_lines("sglang-g1-scale-c.log")
     lead_script = [
@@ -217,9 +142,9 @@ def test_follower_helps_with_the_bundle(tmp_path):
 
 
 def test_bundle_with_a_fake_fetch(tmp_path):
-    bundle = lw.Bundle(lw.new_bundle_dir(str(tmp_path), "lane", now=0))
+    bundle = Bundle(new_bundle_dir(str(tmp_path / "lane"), now=0))
     assert bundle.root.endswith(os.path.join("lane", "19700101T000000Z"))
-    assert lw.new_bundle_dir(str(tmp_path), "lane", now=0).endswith("19700101T000000Z-2")
+    assert new_bundle_dir(str(tmp_path / "lane"), now=0).endswith("19700101T000000Z-2")
     copied = []
     fetch = lambda remote, local: copied.append((remote, local)) or open(local, "w").close()  # noqa: E731
     written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", ["/t/lk-r3.log", "/t/lk-r3.inspect.json",
@@ -232,10 +157,25 @@ def test_bundle_with_a_fake_fetch(tmp_path):
     assert bundle.done_hosts() == {"spark-04"}
 
 
-def test_reports_dir_default():
-    assert lw.default_reports_dir({"playbook_dir": "/repo/playbooks"}) == "/repo/reports"
-    assert lw.default_reports_dir({"playbook_dir": "/site"}) == "/site/reports"
-    assert lw.default_reports_dir({"lanekit_reports_dir": "/r", "playbook_dir": "/x"}) == "/r"
+def test_bundles_are_private_to_the_user(tmp_path):
+    lane_dir = str(tmp_path / "reports" / "lane")
+    bundle = Bundle(new_bundle_dir(lane_dir, now=0))
+    written = bundle.write_json("ranks/r0-h/status.json", {"rank": 0})
+    fetched = bundle.fetch_rank_files(0, "h", "c", ["/t/c.log"], lambda r, loc: open(loc, "w").close())
+    for path in (written, *fetched):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    for path in (lane_dir, bundle.root, os.path.dirname(written)):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, path
+
+
+def test_rendezvous_files_are_private_and_whole(tmp_path):
+    rdv = Rendezvous(str(tmp_path / "rdv"))
+    rdv.put_host("spark-01", {"tick": 3, "ranks": {}})
+    assert rdv.get_host("spark-01") == {"tick": 3, "ranks": {}}
+    assert stat.S_IMODE(os.stat(tmp_path / "rdv" / "hosts" / "spark-01.json").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "rdv").st_mode) == 0o700
+    assert os.listdir(tmp_path / "rdv" / "hosts") == ["spark-01.json"]
+    assert rdv.collect(["spark-01", "spark-02"], 3, 0.0) == {"spark-01": {"tick": 3, "ranks": {}}}
 
 
 def test_explain_message():
@@ -250,9 +190,9 @@ def test_explain_message():
 
 
 def test_api_url():
-    assert lw.api_url(PLAN) == "http://10.10.10.1:30000"
-    assert lw.api_url(PLAN, "127.0.0.1") == "http://127.0.0.1:30000"
-    assert lw.api_url({"api": {"address": "fd00::1", "port": 8000}}) == "http://[fd00::1]:8000"
+    assert poll.api_url(PLAN) == "http://10.10.10.1:30000"
+    assert poll.api_url(PLAN, "127.0.0.1") == "http://127.0.0.1:30000"
+    assert poll.api_url({"api": {"address": "fd00::1", "port": 8000}}) == "http://[fd00::1]:8000"
 
 
 def test_argument_spec_matches_the_documentation():
@@ -266,13 +206,64 @@ def test_argument_spec_matches_the_documentation():
             assert documented[name].get("default") == spec["default"], name
 
 
-def test_rendezvous_port_from_the_head_command():
-    vllm = {"engine": "vllm", "ranks": [{"node_rank": 0, "role": "head",
-                                          "command": ["serve", "/m", "--nnodes", "8", "--master-port", "29555"]}]}
-    assert lw.rendezvous_port(vllm) == 29555
-    vllm["ranks"][0]["command"] = ["serve", "/m", "--nnodes", "8"]
-    assert lw.rendezvous_port(vllm) == 29501
-    sglang = {"engine": "sglang", "ranks": [{"node_rank": 0, "role": "head",
-                                              "command": ["sglang", "serve", "--dist-init-addr", "10.0.0.1:25000"]}]}
-    assert lw.rendezvous_port(sglang) == 25000
-    assert lw.rendezvous_port({"ranks": []}) is None
+def test_the_head_watches_the_plans_rendezvous_port(tmp_path):
+    ctx, _ = make_ctx(tmp_path, [])
+    assert ctx.module_args()["listen_ports"] == [25000]
+    single, _ = make_ctx(tmp_path, [], plan=dict(PLAN, rendezvous_port=None))
+    assert "listen_ports" not in single.module_args()
+
+
+def test_the_bundle_goes_to_the_plans_reports_dir(tmp_path):
+    crash = fixture_lines("sglang-g1-scale-c.log")
+    script = [lambda a: {"containers": [container("lk-r0", []), container("lk-r1", crash, "exited", 1)],
+                         "now": 1793342501.0, "api": {"accepts": False}, "health": {}, "meminfo": {}}]
+    ctx, _ = make_ctx(tmp_path, script)
+    result = ctx.wait({})
+    assert os.path.dirname(result["bundle"]) == ctx.plan["reports_dir"]
+
+
+def test_lane_members_come_from_the_plans_host_index():
+    members = poll.lane_members(TWO_NODES, {"inventory_hostname": "spark-02",
+                                            "ansible_play_batch": ["spark-01", "spark-02"]}, "lane_wait")
+    assert members.hosts == ["spark-01", "spark-02"] and members.coordinator == "spark-01"
+    assert [r["container_name"] for r in members.mine("spark-02")] == ["lk-r1"]
+    assert members.rank_hosts == {0: "spark-01", 1: "spark-02"}
+
+
+def test_a_node_missing_from_the_batch_is_refused_in_one_sentence():
+    with pytest.raises(poll.LaneTaskError, match="spark-02 is not in this play's batch; drop --limit/serial"):
+        poll.lane_members(TWO_NODES, {"inventory_hostname": "spark-01", "ansible_play_batch": ["spark-01"]},
+                          "lane_wait")
+
+
+def test_a_plan_without_the_host_index_is_refused_in_one_sentence():
+    plan = {k: v for k, v in TWO_NODES.items() if k != "hosts"}
+    with pytest.raises(poll.LaneTaskError, match=r"no per-host index \(plan.hosts\); re-plan"):
+        poll.lane_members(plan, {"inventory_hostname": "spark-01"}, "lane_wait")
+
+
+def test_wait_without_a_reports_dir_is_refused_in_one_sentence():
+    plan = dict(TWO_NODES, reports_dir="")
+    result = action_module(lw.ActionModule, {"plan": plan}).run(
+        task_vars={"inventory_hostname": "spark-01", "ansible_play_batch": ["spark-01", "spark-02"]})
+    assert result["failed"] and "names no reports_dir for failure bundles" in result["msg"]
+
+
+def test_wait_without_ranks_is_refused_in_one_sentence():
+    result = action_module(lw.ActionModule, {"plan": {"lane": "l"}}).run(task_vars={"inventory_hostname": "h"})
+    assert result["failed"] and result["msg"].startswith("lane_wait has no ranks for lane l")
+
+
+def test_wait_is_skipped_in_check_mode():
+    plan = dict(TWO_NODES, reports_dir="/r/l")
+    result = action_module(lw.ActionModule, {"plan": plan}, check_mode=True).run(
+        task_vars={"inventory_hostname": "spark-01", "ansible_play_batch": ["spark-01", "spark-02"]})
+    assert result["skipped"] and not result.get("failed")
+
+
+def test_explain_mode_fails_with_the_explanation():
+    result = action_module(lw.ActionModule, {
+        "mode": "explain", "text": "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'",
+        "context": "Starting rank 1 failed"}).run(task_vars={"inventory_hostname": "h"})
+    assert result["failed"] and result["signatures"][0]["id"] == "fusedmoe_g1_scale_c"
+    assert result["msg"].startswith("Starting rank 1 failed.")

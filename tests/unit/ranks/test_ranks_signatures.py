@@ -153,3 +153,12 @@ def test_a_line_can_blame_other_ranks():
     match = sigs.collect({0: sigs.scan_text(line)})[0]
     assert match.id == "rendezvous_timeout" and match.ranks == [0] and match.blamed == [5, 7]
     assert "The line blames ranks 5 (spark-06), 7 (spark-08)." in sigs.describe(match, {5: "spark-06", 7: "spark-08"})
+
+
+def test_every_signatures_engine_scope_names_a_known_engine():
+    assert sigs.unknown_engine_scopes() == []
+
+
+def test_a_scope_naming_an_unknown_engine_is_caught():
+    scoped = sigs.Signature(id="x", title="x", cause="c", fix="f", pattern=sigs._re("x"), engines=("vllm", "tgi"))
+    assert sigs.unknown_engine_scopes([scoped]) == ["x: tgi"]
