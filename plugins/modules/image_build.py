@@ -22,7 +22,6 @@ description:
     the image under the reference really changed (its Id moved, or it was pushed or restored).
   - Compares the result with the lock (O(lock)); a disagreement stops the build unless
     O(lock_update=true). Optionally pushes the image to a registry and returns the registry digest.
-  - Uses the docker CLI (argv lists, no shell); the Docker SDK is not needed on the builder.
 author:
   - lanekit developers
 options:
@@ -118,9 +117,8 @@ options:
     description: Accept a disagreement with the lock (the role then rewrites the lock).
     type: bool
     default: false
-  docker_cli:
-    description: Path of the docker CLI; default the C(docker) on E(PATH).
-    type: path
+extends_documentation_fragment:
+  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full

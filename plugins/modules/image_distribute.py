@@ -86,9 +86,8 @@ options:
     description: How long the probe is retried, in seconds.
     type: int
     default: 120
-  docker_cli:
-    description: Path of the docker CLI; default the C(docker) on E(PATH).
-    type: path
+extends_documentation_fragment:
+  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full

@@ -28,9 +28,8 @@ options:
   rootfs:
     description: The layer-list digest the image must have (from the lock or the builder).
     type: str
-  docker_cli:
-    description: Path of the docker CLI; default the C(docker) on E(PATH).
-    type: path
+extends_documentation_fragment:
+  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full

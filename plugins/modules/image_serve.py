@@ -64,9 +64,8 @@ options:
     description: Directory on this node for the spool file (needs room for the image).
     type: path
     default: /var/tmp/lanekit
-  docker_cli:
-    description: Path of the docker CLI; default the C(docker) on E(PATH).
-    type: path
+extends_documentation_fragment:
+  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full
