@@ -1,8 +1,8 @@
 # Copyright: lanekit developers
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""Run the docker CLI from a module: argv lists only, JSON parsing of ``inspect``, and the
-image pin helpers every image module shares.
+"""Run the docker CLI from a module: argv lists only, JSON parsing of ``inspect``, container logs,
+the image pin helpers every image module shares, and the node-to-node image stream protocol.
 
 The modules talk to the engine through the ``docker`` CLI (``module.run_command`` with an argv
 list) rather than the Docker SDK, so a node needs nothing but docker itself. Every expected

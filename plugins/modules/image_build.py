@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Build one thin lanekit image on the builder: decide what to build, restore, push and lock, then do it."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Get the pinned image onto one node (stream from the builder or pull from a registry) and prove it runs."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

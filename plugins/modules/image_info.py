@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Report one node's pin of an image (content hash, layer digest) and whether it is the wanted one."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

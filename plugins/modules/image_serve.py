@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Serve one image from the builder to the lane's nodes over the lanekit image stream."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

@@ -152,8 +152,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import parse_meminfo
-# probe_api stays importable from here for callers that predate _probes.
-from ansible_collections.lanekit.serving.plugins.module_utils._probes import http_get, probe_api  # noqa: F401
+from ansible_collections.lanekit.serving.plugins.module_utils._probes import http_get, probe_api
 
 # The plan labels containers io.lanekit.<key>; plain lanekit.<key> is read too.
 LABEL_PREFIXES = ("io.lanekit", "lanekit")
