@@ -15,7 +15,7 @@ description:
   - The CPU architecture and memory come from M(ansible.builtin.setup) and the docker daemon's version from
     M(community.docker.docker_host_info); this module only adds what Ansible does not know, the GPU.
   - Read-only; never reports a change. A node without C(nvidia-smi), or whose driver does not answer,
-    reports no GPU and says why in RV(gpu.error) rather than failing, so the preflight can name the node.
+    reports no GPU and says why in the C(error) key of RV(gpu) rather than failing, so the preflight can name the node.
 options: {}
 attributes:
   check_mode:

@@ -112,8 +112,8 @@ containers:
     rank: {description: "Node rank from the C(io.lanekit.rank) label.", type: int}
     role: {description: "Role from the C(io.lanekit.role) label (head, worker).", type: str}
     inspect: {description: "Subset of C(docker inspect): Id, Name, State, RestartCount, Config.Image, Config.Labels.", type: dict}
-    lines: {description: Log lines with docker timestamps, oldest first., type: list, elements: str}
-    log_error: {description: Why the log could not be read, if it could not., type: str}
+    lines: {description: "Log lines with docker timestamps, oldest first.", type: list, elements: str}
+    log_error: {description: "Why the log could not be read, if it could not.", type: str}
 api:
   description: API probe result (accepts, health_status, models, model_listed, chat_ok, ttft_s, error).
   returned: when api_probe is given
