@@ -182,7 +182,6 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
-    LABEL_CONTENT_HASH,
     STREAM_MAGIC,
     DockerCLI,
     DockerError,
