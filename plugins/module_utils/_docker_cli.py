@@ -1,8 +1,8 @@
 # Copyright: lanekit developers
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""Run the docker CLI from a module: argv lists only, JSON parsing of ``inspect``, and the
-image pin helpers every image module shares.
+"""Run the docker CLI from a module: argv lists only, JSON parsing of ``inspect``, container logs,
+the image pin helpers every image module shares, and the node-to-node image stream protocol.
 
 The modules talk to the engine through the ``docker`` CLI (``module.run_command`` with an argv
 list) rather than the Docker SDK, so a node needs nothing but docker itself. Every expected
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import heapq
 import json
 import os
 import re
@@ -44,6 +45,8 @@ _ARCH_ALIASES = {
 }
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# The time stamp ``docker logs --timestamps`` puts in front of every line (RFC 3339, UTC, up to ns).
+_LOG_TS = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z")
 
 _NO_SUCH = ("no such image", "no such object", "not found", "no such container")
 
@@ -72,6 +75,19 @@ def tail(text: str | bytes | None, lines: int = 12) -> str:
     text = _ANSI.sub("", text)
     kept = [line.rstrip() for line in text.splitlines() if line.strip()]
     return "\n".join(kept[-lines:])
+
+
+def log_ts_key(line: str) -> tuple[str, int]:
+    """Sort key of a ``docker logs --timestamps`` line: (seconds text, nanoseconds); ('', 0) without one."""
+    match = _LOG_TS.match(line)
+    if not match:
+        return ("", 0)
+    return (match.group(1), int((match.group(2) or "0").ljust(9, "0")))
+
+
+def merge_log_streams(out_lines, err_lines) -> list[str]:
+    """Merge the stdout and stderr lines of ``docker logs --timestamps`` in time order (stable)."""
+    return list(heapq.merge(out_lines, err_lines, key=log_ts_key))
 
 
 def rootfs_digest(inspect: dict | None) -> str:
@@ -150,8 +166,12 @@ def split_repository(ref: str) -> str:
 class DockerCLI:
     """The docker CLI on the host a module runs on."""
 
-    def __init__(self, module, docker_cli: str | None = None, env: dict | None = None) -> None:
+    def __init__(self, module, docker_cli: str | None = None, env: dict | None = None,
+                 timeout: float | None = None) -> None:
         self.module = module
+        # With a timeout a command runs as our own child (module.run_command cannot abandon one):
+        # a node whose docker hangs must not hang a poll that runs every few seconds.
+        self.timeout = timeout
         self.host = socket.gethostname()
         binary = docker_cli or module.get_bin_path("docker", required=False)
         if not binary or not os.path.exists(binary):
@@ -172,8 +192,11 @@ class DockerCLI:
         argv = self.argv(args)
         if record:
             self.commands.append(argv)
-        rc, out, err = self.module.run_command(argv, data=data, environ_update=self.env or None,
-                                               check_rc=False)
+        if self.timeout:
+            rc, out, err = self._run_timed(argv, data)
+        else:
+            rc, out, err = self.module.run_command(argv, data=data, environ_update=self.env or None,
+                                                   check_rc=False)
         if check and rc != 0:
             raise DockerError(
                 f"{what or 'docker ' + ' '.join(str(a) for a in args[:2])} failed on {self.host} "
@@ -181,13 +204,24 @@ class DockerCLI:
             )
         return rc, out, err
 
+    def _child_env(self) -> dict:
+        env = dict(os.environ)
+        env.update(self.env)
+        return env
+
+    def _run_timed(self, argv: list[str], data: str | None) -> tuple[int, str, str]:
+        try:
+            proc = subprocess.run(argv, input=data, capture_output=True, encoding="utf-8", errors="replace",  # noqa: S603 - argv list
+                                  env=self._child_env(), timeout=self.timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return 124, "", f"docker {argv[1]} did not answer within {self.timeout}s"
+        return proc.returncode, proc.stdout or "", proc.stderr or ""
+
     def popen(self, args: list[str], **kwargs) -> subprocess.Popen:
         """Start ``docker <args>`` as a child process (argv, no shell) for streaming."""
         argv = self.argv(args)
         self.commands.append(argv)
-        env = dict(os.environ)
-        env.update(self.env)
-        return subprocess.Popen(argv, env=env, **kwargs)  # noqa: S603 - argv list, no shell
+        return subprocess.Popen(argv, env=self._child_env(), **kwargs)  # noqa: S603 - argv list, no shell
 
     def _inspect(self, kind: str, ref: str) -> dict | None:
         rc, out, err = self.run([kind, "inspect", ref], check=False, record=False)
@@ -209,6 +243,57 @@ class DockerCLI:
 
     def inspect_container(self, name: str) -> dict | None:
         return self._inspect("container", name)
+
+    def inspect_containers(self, names: list[str]) -> dict[str, dict]:
+        """name -> ``docker inspect`` object of those of ``names`` that exist (one command for all)."""
+        if not names:
+            return {}
+        rc, out, err = self.run(["inspect", "--type", "container"] + list(names), check=False, record=False)
+        try:
+            objects = json.loads(out or "[]")
+        except ValueError:
+            # docker prints the found objects and exits 1 when some names do not exist.
+            if rc != 0 and "no such" not in (err or "").lower():
+                raise DockerError(f"docker inspect failed on {self.host}: {tail(err) or tail(out) or f'exit {rc}'}") from None
+            objects = []
+        return {obj.get("Name", "").lstrip("/"): obj for obj in objects or [] if isinstance(obj, dict)}
+
+    def containers_with_label(self, key: str, value: str) -> list[str]:
+        """Names of the containers (running or not) labelled ``key=value``."""
+        _, out, _ = self.run(["ps", "-a", "--filter", f"label={key}={value}", "--format", "{{.Names}}"],
+                             record=False, what="docker ps")
+        return [name for name in out.split() if name]
+
+    def logs(self, name: str, since: str | None = None, tail_lines: int | None = None) -> tuple[list[str], str]:
+        """(time-stamped log lines of both streams in time order, why they could not be read or '')."""
+        args = ["logs", "--timestamps"]
+        if since:
+            args += ["--since", since]
+        if tail_lines is not None:
+            args += ["--tail", str(int(tail_lines))]
+        rc, out, err = self.run(args + [name], check=False, record=False)
+        if rc != 0:
+            return [], (err or "").strip() or f"docker logs exited with {rc}"
+        return merge_log_streams((out or "").splitlines(), (err or "").splitlines()), ""
+
+    def write_log(self, name: str, path: str) -> int:
+        """Write the container's whole log (both streams, time-ordered) to ``path`` without holding
+        it in memory; returns docker's exit code."""
+        out_path, err_path = f"{path}.stdout", f"{path}.stderr"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            try:
+                rc = subprocess.run(self.argv(["logs", "--timestamps", name]), stdout=out, stderr=err,  # noqa: S603 - argv list
+                                    env=self._child_env(), timeout=self.timeout, check=False).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+        with open(out_path, encoding="utf-8", errors="replace") as out, \
+                open(err_path, encoding="utf-8", errors="replace") as err, \
+                open(path, "w", encoding="utf-8") as dest:
+            for line in heapq.merge(out, err, key=log_ts_key):
+                dest.write(line if line.endswith("\n") else f"{line}\n")
+        os.unlink(out_path)
+        os.unlink(err_path)
+        return rc
 
     def images_with_label(self, key: str, value: str) -> list[str]:
         """Ids of the local images labelled ``key=value``."""

@@ -20,9 +20,10 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 
 
 def docker_argument_spec(options: dict) -> dict:
-    """``options`` plus the ``docker_cli`` option every image module takes (and documents itself).
+    """``options`` plus the ``docker_cli`` option every image module takes.
 
-    Added here, like community.docker's DOCKER_COMMON_ARGS, so the modules cannot drift apart.
+    Added here, like community.docker's DOCKER_COMMON_ARGS, so the modules cannot drift apart; it is
+    documented once too, by the doc fragment ``lanekit.serving.docker_cli`` each module extends.
     ``options`` is copied, not extended, so a caller's dict never gains the option behind its back.
     """
     spec = dict(options)

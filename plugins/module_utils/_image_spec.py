@@ -340,3 +340,19 @@ def merge_lock(lock_doc: dict | None, name: str, arch: str, entry: dict) -> dict
     arches = dict((lock_doc or {}).get("arches") or {})
     arches[arch] = {key: entry[key] for key in _LOCK_ENTRY_KEYS if entry.get(key)}
     return {"version": LOCK_VERSION, "name": name, "arches": {key: arches[key] for key in sorted(arches)}}
+
+
+def lock_verdict(params: dict, resolved: dict, current: dict) -> tuple[str, str]:
+    """(status, sentence) of ``current`` against the lock ``params['lock']``: ``absent``, ``match``, or
+    ``update`` (``params['lock_update']`` accepts the disagreement) with the sentence announcing it.
+    A disagreement that is not accepted stops the run with :func:`lock_problem`'s sentence."""
+    lock_file = params["lock_file"]
+    locked = lock_arch_entry(params["lock"], resolved["name"], resolved["arch"], lock_file)
+    if not locked:
+        return "absent", ""
+    differences = lock_differences(locked, current)
+    if not differences:
+        return "match", ""
+    if params["lock_update"]:
+        return "update", f"the lock {lock_file} will be updated: {'; '.join(differences)}"
+    raise LanekitError(lock_problem(lock_file, resolved["name"], resolved["arch"], differences))

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Build one thin lanekit image on the builder: decide what to build, restore, push and lock, then do it."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -22,7 +23,6 @@ description:
     the image under the reference really changed (its Id moved, or it was pushed or restored).
   - Compares the result with the lock (O(lock)); a disagreement stops the build unless
     O(lock_update=true). Optionally pushes the image to a registry and returns the registry digest.
-  - Uses the docker CLI (argv lists, no shell); the Docker SDK is not needed on the builder.
 author:
   - lanekit developers
 options:
@@ -118,9 +118,8 @@ options:
     description: Accept a disagreement with the lock (the role then rewrites the lock).
     type: bool
     default: false
-  docker_cli:
-    description: Path of the docker CLI; default the C(docker) on E(PATH).
-    type: path
+extends_documentation_fragment:
+  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full
@@ -277,6 +276,7 @@ lock_status:
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
@@ -290,20 +290,80 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, run_docker_module
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (
     IMAGE_REPOSITORY_PREFIX,
     load_image_spec,
-    lock_arch_entry,
-    lock_differences,
     lock_entry,
-    lock_problem,
+    lock_verdict,
     merge_lock,
     resolve_image,
 )
 
 
+# -- the decision (pure: no docker, no files) -----------------------------------------------------
+@dataclass(frozen=True)
+class BuildPlan:
+    """What the module will do for one image on one builder, and why.
+
+    ``action`` is V(build), V(restore) (pull the locked image back from ``restore_from``; a failed
+    restore falls back to a build) or V(keep). ``warning`` is said to the user when a stale image
+    is kept on purpose. ``push_target`` is empty when nothing is pushed.
+    """
+
+    action: str
+    reason: str
+    context: str
+    build_args: tuple
+    warning: str = ""
+    push_repository: str = ""
+    push_target: str = ""
+
+
+def decide_action(ref: str, content_hash: str, host: str, pin_before: dict, rebuild: str,
+                  restore_from: str) -> tuple[str, str, str]:
+    """(action, reason, warning) from the image now under ``ref`` and the rebuild policy."""
+    if rebuild == "always":
+        return "build", "rebuild is always", ""
+    if not pin_before["present"]:
+        return ("restore" if restore_from else "build"), f"{ref} is not present on {host}", ""
+    found = pin_before["content_hash"][:12] or "none"
+    if pin_before["content_hash"] != content_hash:
+        if rebuild == "never":
+            return ("keep", f"{ref} exists on {host} with content hash {found} and rebuild is never",
+                    f"{ref} on {host} does not carry content hash {content_hash[:12]}; kept because rebuild is never.")
+        return "build", f"{ref} on {host} carries content hash {found}, not {content_hash[:12]}", ""
+    return "keep", f"{ref} is present on {host} with content hash {content_hash[:12]}", ""
+
+
+def context_dir(params: dict, resolved: dict) -> str:
+    """The build context directory: one per content hash under ``build_dir``."""
+    build_dir = params["build_dir"] or os.path.join(params["images_dir"], ".build", resolved["name"])
+    return os.path.join(build_dir, resolved["content_hash"][:12])
+
+
+def push_names(registry: str, resolved: dict) -> tuple[str, str]:
+    """(repository, tag reference) of the image in ``registry``; empty without a registry."""
+    if not registry:
+        return "", ""
+    repository = f"{registry.rstrip('/')}/{IMAGE_REPOSITORY_PREFIX}{resolved['name']}"
+    return repository, f"{repository}:{resolved['content_hash'][:12]}"
+
+
+def decide(params: dict, resolved: dict, pin_before: dict, host: str) -> BuildPlan:
+    """The whole decision for ``resolved`` given the pin now under its reference."""
+    action, reason, warning = decide_action(resolved["ref"], resolved["content_hash"], host, pin_before,
+                                            params["rebuild"], params["restore_from"])
+    context = context_dir(params, resolved)
+    repository, target = push_names(params["registry"], resolved)
+    return BuildPlan(action=action, reason=reason, warning=warning, context=context,
+                     build_args=("build", "--tag", resolved["ref"], "--file", os.path.join(context, "Dockerfile"), context),
+                     push_repository=repository, push_target=target)
+
+
+# -- the execution (docker and the builder's files) -----------------------------------------------
 class ImageBuilder(DockerManager):
-    """Decide, build, check, push: one image on one builder."""
+    """Resolve, decide, then build (or restore), check, push and record: one image on one builder."""
 
     def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
         super().__init__(module, docker)
@@ -316,7 +376,7 @@ class ImageBuilder(DockerManager):
             return {}
         return {"DOCKER_BUILDKIT": "1" if params["buildkit"] else "0"}
 
-    # -- helpers ---------------------------------------------------------------------------------
+    # -- inputs ----------------------------------------------------------------------------------
     def _write_files(self, images_dir: str) -> None:
         """Write the patch files given inline under images_dir/<name> (only where they differ)."""
         spec_dir = os.path.realpath(os.path.join(images_dir, self.params["name"]))
@@ -332,11 +392,8 @@ class ImageBuilder(DockerManager):
                     current = handle.read()
             if current != data:
                 os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-                tmp = target + ".lanekit-tmp"
-                with open(tmp, "wb") as handle:
-                    handle.write(data)
-                os.replace(tmp, target)
-            if os.stat(target).st_mode & 0o777 != mode:
+                atomic_write(target, data, mode)
+            elif os.stat(target).st_mode & 0o777 != mode:
                 os.chmod(target, mode)
 
     def _resolve(self) -> dict:
@@ -370,19 +427,12 @@ class ImageBuilder(DockerManager):
         return resolved
 
     def _check_lock(self, resolved: dict, current: dict, announce: bool = True) -> str:
-        lock_file = self.params["lock_file"]
-        locked = lock_arch_entry(self.params["lock"], resolved["name"], resolved["arch"], lock_file)
-        if not locked:
-            return "absent"
-        differences = lock_differences(locked, current)
-        if not differences:
-            return "match"
-        if self.params["lock_update"]:
-            if announce:
-                    self.actions.append(f"the lock {lock_file} will be updated: {'; '.join(differences)}")
-            return "update"
-        raise LanekitError(lock_problem(lock_file, resolved["name"], resolved["arch"], differences))
+        status, sentence = lock_verdict(self.params, resolved, current)
+        if sentence and announce:
+            self.actions.append(sentence)
+        return status
 
+    # -- docker steps ----------------------------------------------------------------------------
     def _ensure_base(self, resolved: dict) -> str:
         """Make the pinned base present; return its architecture ('' if unknown in check mode)."""
         base_ref = resolved["base_ref"]
@@ -428,9 +478,7 @@ class ImageBuilder(DockerManager):
                 f"putting one in the image_builder group (the default is the head node). Nothing was built."
             )
 
-    def _write_context(self, resolved: dict) -> str:
-        build_dir = self.params["build_dir"] or os.path.join(self.params["images_dir"], ".build", resolved["name"])
-        context = os.path.join(build_dir, resolved["content_hash"][:12])
+    def _write_context(self, resolved: dict, context: str) -> None:
         if os.path.isdir(context):
             shutil.rmtree(context)
         os.makedirs(context, mode=0o755)
@@ -442,14 +490,9 @@ class ImageBuilder(DockerManager):
             shutil.copy2(patch["path"], target)
         with open(os.path.join(context, "Dockerfile"), "w", encoding="utf-8") as handle:
             handle.write(resolved["dockerfile"])
-        return context
 
-    def _build_argv(self, resolved: dict, context: str) -> list[str]:
-        return ["build", "--tag", resolved["ref"], "--file", os.path.join(context, "Dockerfile"), context]
-
-    def _build(self, resolved: dict, context: str) -> None:
-        argv = self._build_argv(resolved, context)
-        rc, out, err = self.docker.run(argv, check=False)
+    def _build(self, resolved: dict, plan: BuildPlan) -> None:
+        rc, out, err = self.docker.run(list(plan.build_args), check=False)
         if rc != 0:
             text = strip_ansi((out or "") + "\n" + (err or ""))
             refusals = [line.strip() for line in text.splitlines() if "cannot patch" in line]
@@ -479,10 +522,8 @@ class ImageBuilder(DockerManager):
         self.actions.append(f"restored {resolved['ref']} from {source} instead of rebuilding it")
         return True
 
-    def _push(self, resolved: dict, pin: dict) -> tuple[bool, str, str]:
-        registry = self.params["registry"].rstrip("/")
-        repository = f"{registry}/{IMAGE_REPOSITORY_PREFIX}{resolved['name']}"
-        target = f"{repository}:{resolved['content_hash'][:12]}"
+    def _push(self, resolved: dict, plan: BuildPlan, pin: dict) -> tuple[bool, str, str]:
+        repository, target = plan.push_repository, plan.push_target
         if self.check_mode:
             known = registry_digest_for(pin["repo_digests"], repository) if pin["content_hash"] == resolved["content_hash"] else ""
             if known:
@@ -507,43 +548,10 @@ class ImageBuilder(DockerManager):
         self.actions.append(f"pushed {target} ({'uploaded' if uploaded else 'already in the registry'}), digest {digest}")
         return uploaded, f"{repository}@{digest}", digest
 
-    # -- the decision ----------------------------------------------------------------------------
-    def run(self) -> dict:
-        resolved = self._resolve()
-        name, ref, chash = resolved["name"], resolved["ref"], resolved["content_hash"]
-        lock_status = self._check_lock(resolved, {"content_hash": chash, "base_digest": resolved["base_digest"]},
-                                       announce=self.check_mode)
-
-        before = self.docker.inspect_image(ref)
-        pin_before = image_pin(before)
-        rebuild = self.params["rebuild"]
+    def _obtain(self, resolved: dict, plan: BuildPlan, result: dict) -> str:
+        """Restore or build as decided (or say what would happen); returns the action finally taken."""
+        action, ref, reason = plan.action, resolved["ref"], plan.reason
         restore_from = self.params["restore_from"]
-        if rebuild == "always":
-            action, reason = "build", "rebuild is always"
-        elif before is None:
-            action = "restore" if restore_from else "build"
-            reason = f"{ref} is not present on {self.host}"
-        elif pin_before["content_hash"] != chash:
-            if rebuild == "never":
-                action = "keep"
-                reason = (f"{ref} exists on {self.host} with content hash {pin_before['content_hash'][:12] or 'none'} "
-                          f"and rebuild is never")
-                self.module.warn(f"{ref} on {self.host} does not carry content hash {chash[:12]}; kept because rebuild is never.")
-            else:
-                action = "build"
-                reason = (f"{ref} on {self.host} carries content hash {pin_before['content_hash'][:12] or 'none'}, "
-                          f"not {chash[:12]}")
-        else:
-            action, reason = "keep", f"{ref} is present on {self.host} with content hash {chash[:12]}"
-
-        result = {
-            "changed": False, "ref": ref, "content_hash": chash, "arch": resolved["arch"],
-            "base_ref": resolved["base_ref"], "base_digest": resolved["base_digest"], "base_arch": "",
-            "built": False, "restored": False, "pushed": False, "registry_ref": "", "registry_digest": "",
-            "reason": reason, "command": [], "dockerfile": resolved["dockerfile"], "labels": resolved["labels"],
-            "lock_status": lock_status,
-        }
-
         if action == "restore":
             if self.check_mode:
                 self.actions.append(f"would restore {ref} from {restore_from} ({reason})")
@@ -555,34 +563,60 @@ class ImageBuilder(DockerManager):
         if action == "build":
             result["base_arch"] = self._ensure_base(resolved)
             self._check_engine_arch(resolved)
-            context = os.path.join(self.params["build_dir"] or os.path.join(self.params["images_dir"], ".build", name), chash[:12])
-            result["command"] = self.docker.argv(self._build_argv(resolved, context))
+            result["command"] = self.docker.argv(list(plan.build_args))
             if self.check_mode:
                 self.actions.append(f"would build {ref} because {reason}")
                 result.update(changed=True, built=True)
             else:
-                context = self._write_context(resolved)
-                self._build(resolved, context)
-                shutil.rmtree(context, ignore_errors=True)
+                self._write_context(resolved, plan.context)
+                self._build(resolved, plan)
+                shutil.rmtree(plan.context, ignore_errors=True)
                 result["built"] = True
                 self.actions.append(f"built {ref} because {reason}")
+        return action
 
-        after = self.docker.inspect_image(ref) if not self.check_mode or action == "keep" else before
+    def _check_result_arch(self, resolved: dict, pin_after: dict) -> None:
+        image_arch = pin_after["arch"]
+        if image_arch and image_arch != resolved["arch"]:
+            raise LanekitError(
+                f"{resolved['ref']} on {self.host} is a linux/{image_arch} image, but the lane's nodes are {resolved['arch']}; "
+                f"remove it there (docker image rm {resolved['ref']}) and re-run."
+            )
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self) -> dict:
+        resolved = self._resolve()
+        name, ref, chash = resolved["name"], resolved["ref"], resolved["content_hash"]
+        lock_status = self._check_lock(resolved, {"content_hash": chash, "base_digest": resolved["base_digest"]},
+                                       announce=self.check_mode)
+        before = self.docker.inspect_image(ref)
+        pin_before = image_pin(before)
+        plan = decide(self.params, resolved, pin_before, self.host)
+        if plan.warning:
+            self.module.warn(plan.warning)
+
+        result = {
+            "changed": False, "ref": ref, "content_hash": chash, "arch": resolved["arch"],
+            "base_ref": resolved["base_ref"], "base_digest": resolved["base_digest"], "base_arch": "",
+            "built": False, "restored": False, "pushed": False, "registry_ref": "", "registry_digest": "",
+            "reason": plan.reason, "command": [], "dockerfile": resolved["dockerfile"], "labels": resolved["labels"],
+            "lock_status": lock_status,
+        }
+        action = self._obtain(resolved, plan, result)
+        # In check mode nothing was built: the image "after" is the one before (shown as unknown in the diff).
+        pending = self.check_mode and action != "keep"
+        after = before if pending else self.docker.inspect_image(ref)
         pin_after = image_pin(after)
-        if after is not None and not (self.check_mode and action != "keep"):
-            image_arch = pin_after["arch"]
-            if image_arch and image_arch != resolved["arch"]:
-                raise LanekitError(
-                    f"{ref} on {self.host} is a linux/{image_arch} image, but the lane's nodes are {resolved['arch']}; "
-                    f"remove it there (docker image rm {ref}) and re-run."
-                )
+        if after is not None and not pending:
+            self._check_result_arch(resolved, pin_after)
         if not self.check_mode and (result["built"] or result["restored"]):
             result["changed"] = pin_before["image_id"] != pin_after["image_id"]
             if not result["changed"]:
                 self.actions.append(f"{ref} came out identical to the image already there (same Id)")
 
-        if self.params["registry"] and (pin_after["present"] or self.check_mode):
-            uploaded, registry_ref, registry_digest = self._push(resolved, pin_after)
+        restore_from = self.params["restore_from"]
+        if plan.push_target and (pin_after["present"] or self.check_mode):
+            uploaded, registry_ref, registry_digest = self._push(resolved, plan, pin_after)
             result.update(pushed=uploaded, registry_ref=registry_ref, registry_digest=registry_digest)
             result["changed"] = result["changed"] or uploaded
         elif pin_after["present"] and restore_from and registry_digest_for(pin_after["repo_digests"], restore_from.split("@")[0]):
@@ -590,7 +624,7 @@ class ImageBuilder(DockerManager):
             result["registry_digest"] = restore_from.split("@", 1)[1]
 
         entry = {}
-        if pin_after["present"] and pin_after["content_hash"] == chash and not (self.check_mode and action != "keep"):
+        if pin_after["present"] and pin_after["content_hash"] == chash and not pending:
             entry = lock_entry(resolved, rootfs=pin_after["rootfs"], image_id=pin_after["image_id"],
                                registry_ref=result["registry_ref"], registry_digest=result["registry_digest"],
                                builder=self.host)
@@ -603,7 +637,7 @@ class ImageBuilder(DockerManager):
 
         result.update(
             image_id=pin_after["image_id"], rootfs=pin_after["rootfs"], repo_digests=pin_after["repo_digests"],
-            actions=self.actions or [f"nothing to do: {reason}"], commands=self.docker.commands,
+            actions=self.actions or [f"nothing to do: {plan.reason}"], commands=self.docker.commands,
         )
         if self.module._diff:
             result["diff"] = {

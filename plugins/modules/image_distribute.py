@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Get the pinned image onto one node (stream from the builder or pull from a registry) and prove it runs."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -86,9 +87,8 @@ options:
     description: How long the probe is retried, in seconds.
     type: int
     default: 120
-  docker_cli:
-    description: Path of the docker CLI; default the C(docker) on E(PATH).
-    type: path
+extends_documentation_fragment:
+  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full
@@ -182,7 +182,6 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
-    LABEL_CONTENT_HASH,
     STREAM_MAGIC,
     DockerCLI,
     DockerError,

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Report one node's pin of an image (content hash, layer digest) and whether it is the wanted one."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -28,9 +29,8 @@ options:
   rootfs:
     description: The layer-list digest the image must have (from the lock or the builder).
     type: str
-  docker_cli:
-    description: Path of the docker CLI; default the C(docker) on E(PATH).
-    type: path
+extends_documentation_fragment:
+  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Serve one image from the builder to the lane's nodes over the lanekit image stream."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -64,9 +65,8 @@ options:
     description: Directory on this node for the spool file (needs room for the image).
     type: path
     default: /var/tmp/lanekit
-  docker_cli:
-    description: Path of the docker CLI; default the C(docker) on E(PATH).
-    type: path
+extends_documentation_fragment:
+  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full

@@ -1,17 +1,21 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Read a node's GPUs with nvidia-smi; architecture, memory and docker come from Ansible's own modules."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: node_facts
-short_description: Read a GPU node's GPU, CPU architecture, memory and docker daemon
+short_description: Read a GPU node's GPUs with nvidia-smi
 version_added: 0.1.0
 description:
-  - Reads what the preflight compares with the lane before anything boots, the way an operator would,
-    C(nvidia-smi) for the GPU, the machine architecture, C(/proc/meminfo) and C(docker version).
-  - Read-only; never reports a change.
+  - Reads the GPU the preflight compares with the lane's hardware profile before anything boots, the way
+    an operator would, with C(nvidia-smi --query-gpu=name,compute_cap,memory.total).
+  - The CPU architecture and memory come from M(ansible.builtin.setup) and the docker daemon's version from
+    M(community.docker.docker_host_info); this module only adds what Ansible does not know, the GPU.
+  - Read-only; never reports a change. A node without C(nvidia-smi), or whose driver does not answer,
+    reports no GPU and says why in the C(error) key of RV(gpu) rather than failing, so the preflight can name the node.
 options: {}
 attributes:
   check_mode:
@@ -24,56 +28,42 @@ attributes:
     details: Never changes the host.
 author:
   - lanekit developers
+seealso:
+  - module: ansible.builtin.setup
+  - module: community.docker.docker_host_info
 """
 
 EXAMPLES = r"""
 ---
-- name: Read the node
+- name: Read the node's GPU
   lanekit.serving.node_facts:
   register: node
 """
 
 RETURN = r"""
 gpu:
-  description: The first GPU, from C(nvidia-smi --query-gpu=name,compute_cap,memory.total).
+  description:
+    - The first GPU, from C(nvidia-smi --query-gpu=name,compute_cap,memory.total), with the number of GPUs.
+    - C(error) says why nothing was read (no C(nvidia-smi), or its message when it failed).
   returned: always
   type: dict
   sample: {"name": "NVIDIA GB10", "compute_capability": "12.1", "memory_total_mib": 122572, "count": 1}
-arch:
-  description: CPU architecture in container-platform spelling (C(arm64), C(amd64)).
-  returned: always
-  type: str
-meminfo_gib:
-  description: MemTotal, MemFree, MemAvailable and Cached from C(/proc/meminfo), in GiB.
-  returned: always
-  type: dict
-docker:
-  description: The docker server version, empty when the daemon does not answer.
-  returned: always
-  type: dict
 """
-
-import os
-import platform
 
 from ansible.module_utils.basic import AnsibleModule
 
-ARCH_NAMES = {"aarch64": "arm64", "arm64": "arm64", "x86_64": "amd64", "amd64": "amd64"}
+GPU_QUERY = ["--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
 
 
-def read_meminfo(path="/proc/meminfo"):
-    values = {}
-    with open(path, encoding="ascii") as handle:
-        for line in handle:
-            key, _sep, rest = line.partition(":")
-            parts = rest.split()
-            if parts and parts[0].isdigit():
-                values[key] = int(parts[0]) * 1024
-    gib = 1 << 30
-    return {k: round(values.get(k, 0) / gib, 2) for k in ("MemTotal", "MemFree", "MemAvailable", "Cached")}
+def no_gpu(error: str | None = None) -> dict:
+    gpu: dict = {"name": "", "compute_capability": "", "memory_total_mib": None, "count": 0}
+    if error is not None:
+        gpu["error"] = error
+    return gpu
 
 
-def parse_gpu_csv(text):
+def parse_gpu_csv(text: str) -> dict:
+    """The first GPU of ``nvidia-smi --query-gpu=name,compute_cap,memory.total`` CSV, with the count."""
     gpus = []
     for line in text.strip().splitlines():
         fields = [f.strip() for f in line.split(",")]
@@ -86,49 +76,23 @@ def parse_gpu_csv(text):
             "memory_total_mib": int(total) if total.isdigit() else None,
         })
     if not gpus:
-        return {"name": "", "compute_capability": "", "memory_total_mib": None, "count": 0}
-    first = dict(gpus[0])
-    first["count"] = len(gpus)
-    return first
+        return no_gpu()
+    return dict(gpus[0], count=len(gpus))
 
 
-class NodeReader:
-    def __init__(self, module):
-        self.module = module
-
-    def gpu(self):
-        smi = self.module.get_bin_path("nvidia-smi")
-        if not smi:
-            return {"name": "", "compute_capability": "", "memory_total_mib": None, "count": 0,
-                    "error": "nvidia-smi not found"}
-        rc, out, err = self.module.run_command(
-            [smi, "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"])
-        if rc != 0:
-            return {"name": "", "compute_capability": "", "memory_total_mib": None, "count": 0,
-                    "error": (err or out).strip()}
-        return parse_gpu_csv(out)
-
-    def docker(self):
-        docker = self.module.get_bin_path("docker")
-        if not docker:
-            return {"server_version": "", "error": "docker not found"}
-        rc, out, err = self.module.run_command([docker, "version", "--format", "{{.Server.Version}}"])
-        return {"server_version": out.strip() if rc == 0 else "", "error": "" if rc == 0 else err.strip()}
-
-    def run(self):
-        machine = platform.machine()
-        return {
-            "changed": False,
-            "gpu": self.gpu(),
-            "arch": ARCH_NAMES.get(machine, machine),
-            "meminfo_gib": read_meminfo() if os.path.exists("/proc/meminfo") else {},
-            "docker": self.docker(),
-        }
+def read_gpu(module: AnsibleModule) -> dict:
+    smi = module.get_bin_path("nvidia-smi")
+    if not smi:
+        return no_gpu("nvidia-smi not found")
+    rc, out, err = module.run_command([smi] + GPU_QUERY)
+    if rc != 0:
+        return no_gpu((err or out).strip())
+    return parse_gpu_csv(out)
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    module.exit_json(**NodeReader(module).run())
+    module.exit_json(changed=False, gpu=read_gpu(module))
 
 
 if __name__ == "__main__":

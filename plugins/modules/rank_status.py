@@ -1,6 +1,8 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Report one node's rank containers (state, new log lines), API and health probes, rendezvous
+peers and memory, and write the failure-bundle files; the docker calls go through DockerCLI."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -18,8 +20,8 @@ description:
   - With O(bundle_dir) it also writes every container's full log, its full C(docker inspect)
     object and the node's C(/proc/meminfo) into that directory, for the failure bundle.
   - Used by M(lanekit.serving.lane_wait) once per poll on every node, and by the teardown and
-    status playbooks. Only the docker CLI and the Python standard library are used; commands
-    are argv lists.
+    status playbooks. Only the docker CLI (through the collection's shared wrapper) and the Python
+    standard library are used; commands are argv lists.
 options:
   containers:
     description: Names of the rank containers to report.
@@ -110,8 +112,8 @@ containers:
     rank: {description: "Node rank from the C(io.lanekit.rank) label.", type: int}
     role: {description: "Role from the C(io.lanekit.role) label (head, worker).", type: str}
     inspect: {description: "Subset of C(docker inspect): Id, Name, State, RestartCount, Config.Image, Config.Labels.", type: dict}
-    lines: {description: Log lines with docker timestamps, oldest first., type: list, elements: str}
-    log_error: {description: Why the log could not be read, if it could not., type: str}
+    lines: {description: "Log lines with docker timestamps, oldest first.", type: list, elements: str}
+    log_error: {description: "Why the log could not be read, if it could not.", type: str}
 api:
   description: API probe result (accepts, health_status, models, model_listed, chat_ok, ttft_s, error).
   returned: when api_probe is given
@@ -139,81 +141,61 @@ bundle_files:
   elements: str
 """
 
-import heapq
 import json
 import os
-import re
 import socket
-import subprocess
+import struct
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import parse_meminfo
+from ansible_collections.lanekit.serving.plugins.module_utils._probes import http_get, probe_api
 
-_TS = re.compile(r"^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?Z")
 # The plan labels containers io.lanekit.<key>; plain lanekit.<key> is read too.
 LABEL_PREFIXES = ("io.lanekit", "lanekit")
 MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "SwapTotal", "SwapFree",
                 "Dirty", "Writeback", "Shmem", "Unevictable")
+MEMINFO_PATH = "/proc/meminfo"
 
 
-def ts_key(line):
-    """Sort key for a docker --timestamps line: (seconds text, nanoseconds)."""
-    match = _TS.match(line)
-    if not match:
-        return ("", 0)
-    return (match.group(1), int((match.group(2) or "0").ljust(9, "0")))
+def meminfo_kb(text: str) -> dict[str, int]:
+    """The MEMINFO_KEYS figures of /proc/meminfo text, in kB (what lane_wait's status reads)."""
+    figures = parse_meminfo(text)
+    return {key: figures[key] // 1024 for key in MEMINFO_KEYS if key in figures}
 
 
-def merge_streams(out_lines, err_lines):
-    """Merge stdout and stderr lines of ``docker logs --timestamps`` in time order (stable)."""
-    return list(heapq.merge(out_lines, err_lines, key=ts_key))
-
-
-def parse_meminfo(text):
-    figures = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in MEMINFO_KEYS:
-            parts = rest.split()
-            if parts and parts[0].isdigit():
-                figures[key] = int(parts[0])
-    return figures
-
-
-def _hex_ip(text):
+def _hex_ip(text: str) -> str:
     """Address of /proc/net/tcp{,6} (hex, per-32-bit-word little endian) as text."""
-    import socket as _socket
-    import struct
     raw = bytes.fromhex(text)
     words = b"".join(struct.pack("<I", struct.unpack(">I", raw[i:i + 4])[0]) for i in range(0, len(raw), 4))
     if len(words) == 4:
-        return _socket.inet_ntop(_socket.AF_INET, words)
+        return socket.inet_ntop(socket.AF_INET, words)
     if words[:12] == b"\x00" * 10 + b"\xff\xff":
-        return _socket.inet_ntop(_socket.AF_INET, words[12:])
-    return _socket.inet_ntop(_socket.AF_INET6, words)
+        return socket.inet_ntop(socket.AF_INET, words[12:])
+    return socket.inet_ntop(socket.AF_INET6, words)
 
 
-def parse_proc_tcp(text, ports):
+def parse_proc_tcp(text: str, ports) -> dict[int, list[str]]:
     """{port: sorted remote IPs} of ESTABLISHED connections whose local port is in ports."""
-    wanted = set(int(p) for p in ports)
-    peers = dict((p, set()) for p in wanted)
+    wanted = {int(p) for p in ports}
+    peers: dict[int, set] = {p: set() for p in wanted}
     for line in text.splitlines()[1:]:
         fields = line.split()
         if len(fields) < 4 or fields[3] != "01":
             continue
-        local_ip, local_port = fields[1].split(":")
+        _, local_port = fields[1].split(":")
         remote_ip, _ = fields[2].split(":")
         port = int(local_port, 16)
         if port in wanted:
             peers[port].add(_hex_ip(remote_ip))
-    return dict((p, sorted(ips)) for p, ips in peers.items())
+    return {p: sorted(ips) for p, ips in peers.items()}
 
 
-def tcp_peers(ports):
-    result = dict((int(p), []) for p in ports)
+def tcp_peers(ports) -> dict[int, list[str]]:
+    result: dict[int, list[str]] = {int(p): [] for p in ports}
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(path, encoding="ascii") as handle:
@@ -225,192 +207,35 @@ def tcp_peers(ports):
     return result
 
 
-def read_meminfo():
+def read_meminfo_text(path: str = MEMINFO_PATH) -> str:
     try:
-        with open("/proc/meminfo", encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             return handle.read()
     except OSError:
         return ""
 
 
-class Docker:
-    def __init__(self, module, binary, timeout):
-        self.module = module
-        self.binary = binary
-        self.timeout = timeout
-
-    def run(self, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
-        argv = [self.binary] + list(args)
-        try:
-            proc = subprocess.run(argv, stdout=stdout, stderr=stderr, timeout=self.timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return 124, b"", ("docker %s did not answer within %ss" % (args[0], self.timeout)).encode()
-        return proc.returncode, proc.stdout or b"", proc.stderr or b""
-
-    def inspect(self, names):
-        """name -> inspect object for the containers that exist."""
-        if not names:
-            return {}
-        rc, out, err = self.run(["inspect", "--type", "container"] + list(names))
-        found = {}
-        try:
-            for obj in json.loads(out.decode("utf-8", "replace") or "[]"):
-                found[obj.get("Name", "").lstrip("/")] = obj
-        except ValueError:
-            if rc != 0 and b"No such" not in err:
-                self.module.fail_json(msg="docker inspect failed on this node: %s" % err.decode("utf-8", "replace").strip())
-        return found
-
-    def by_label(self, lane):
-        names = []
-        for prefix in LABEL_PREFIXES:
-            rc, out, err = self.run(["ps", "-a", "--filter", "label=%s.lane=%s" % (prefix, lane),
-                                     "--format", "{{.Names}}"])
-            if rc != 0:
-                self.module.fail_json(msg="docker ps failed on this node: %s" % err.decode("utf-8", "replace").strip())
-            names += [n for n in out.decode("utf-8", "replace").split() if n and n not in names]
-        return names
-
-    def logs(self, name, since=None, tail=None):
-        args = ["logs", "--timestamps"]
-        if since:
-            args += ["--since", since]
-        if tail is not None:
-            args += ["--tail", str(int(tail))]
-        rc, out, err = self.run(args + [name])
-        if rc != 0:
-            return [], err.decode("utf-8", "replace").strip() or "docker logs exited with %s" % rc
-        out_lines = out.decode("utf-8", "replace").splitlines()
-        err_lines = err.decode("utf-8", "replace").splitlines()
-        return merge_streams(out_lines, err_lines), ""
-
-    def full_log(self, name, path):
-        """Write the whole log (both streams, time-ordered) to path without holding it in memory."""
-        out_path, err_path = path + ".stdout", path + ".stderr"
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            rc, _, _ = self.run(["logs", "--timestamps", name], stdout=out, stderr=err)
-        with open(out_path, encoding="utf-8", errors="replace") as out, \
-                open(err_path, encoding="utf-8", errors="replace") as err, \
-                open(path, "w", encoding="utf-8") as dest:
-            for line in heapq.merge(out, err, key=ts_key):
-                dest.write(line if line.endswith("\n") else line + "\n")
-        os.unlink(out_path)
-        os.unlink(err_path)
-        return rc
-
-
-def _opener():
-    # Probes go to the lane's own addresses: never through a proxy from the environment.
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def http_get(url, timeout):
-    """(status, body text, error)"""
-    try:
-        with _opener().open(urllib.request.Request(url, method="GET"), timeout=timeout) as resp:
-            return resp.status, resp.read(1 << 20).decode("utf-8", "replace"), ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, "", ""
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return None, "", str(getattr(exc, "reason", exc))
-
-
-def first_token(base, model, timeout):
-    """Stream one chat completion; (ok, seconds to the first token, token text, error)."""
-    body = json.dumps({
-        "model": model,
-        "messages": [{"role": "user", "content": "Reply with the single word: ready"}],
-        "max_tokens": 8,
-        "temperature": 0,
-        "stream": True,
-    }).encode()
-    req = urllib.request.Request(base.rstrip("/") + "/v1/chat/completions", data=body, method="POST",
-                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
-    start = time.monotonic()
-    try:
-        with _opener().open(req, timeout=timeout) as resp:
-            for raw in resp:
-                if time.monotonic() - start > timeout:
-                    return False, None, "", "no first token within %ss" % timeout
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    continue
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-                    if text or delta.get("tool_calls"):
-                        return True, round(time.monotonic() - start, 3), (text or "")[:40], ""
-        return False, None, "", "the stream ended without a token"
-    except urllib.error.HTTPError as exc:
-        return False, None, "", "chat completion answered HTTP %s" % exc.code
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return False, None, "", "chat completion failed: %s" % getattr(exc, "reason", exc)
-
-
-def probe_api(spec):
-    url = spec.get("url") or "http://127.0.0.1:8000"
-    timeout = float(spec.get("timeout") or 5)
-    result = {"url": url, "accepts": False}
-    parsed = urllib.parse.urlparse(url)
-    try:
-        with socket.create_connection((parsed.hostname, parsed.port or 80), timeout=timeout):
-            result["accepts"] = True
-    except OSError as exc:
-        result["error"] = str(exc)
-        return result
-    status, _, error = http_get(url.rstrip("/") + "/health", timeout=max(timeout, 25))
-    result["health_status"] = status
-    if status != 200:
-        result["error"] = error or "/health answered %s" % status
-        return result
-    status, body, error = http_get(url.rstrip("/") + "/v1/models", timeout=timeout)
-    result["models_status"] = status
-    try:
-        models = [m.get("id") for m in (json.loads(body).get("data") or [])] if status == 200 else []
-    except (ValueError, AttributeError):
-        models = []
-    result["models"] = models
-    wanted = spec.get("model")
-    result["model_listed"] = bool(models) and (not wanted or wanted in models)
-    if not result["model_listed"]:
-        result["error"] = error or "/v1/models lists %s, not %s" % (models or "nothing", wanted)
-        return result
-    if spec.get("chat"):
-        ok, ttft, token, error = first_token(url, wanted or models[0], float(spec.get("chat_timeout") or 120))
-        result.update(chat_ok=ok, ttft_s=ttft, first_token=token)
-        if error:
-            result["error"] = error
-    return result
-
-
-def label(labels, key):
+def label(labels: dict | None, key: str) -> str | None:
     for prefix in LABEL_PREFIXES:
-        value = (labels or {}).get("%s.%s" % (prefix, key))
+        value = (labels or {}).get(f"{prefix}.{key}")
         if value not in (None, ""):
             return value
     return None
 
 
-def rank_of(obj):
+def rank_of(obj: dict) -> tuple[int | None, str | None]:
     """(rank, role) of a rank container from its labels; (None, None) for others."""
     labels = (obj.get("Config") or {}).get("Labels") or {}
-    rank = label(labels, "rank")
+    text = label(labels, "rank")
     try:
-        rank = int(rank) if rank is not None else None
+        rank = int(text) if text is not None else None
     except ValueError:
         rank = None
     role = label(labels, "role") or (None if rank is None else ("head" if rank == 0 else "worker"))
     return rank, role
 
 
-def inspect_subset(obj):
+def inspect_subset(obj: dict) -> dict:
     config = obj.get("Config") or {}
     return {
         "Id": obj.get("Id"),
@@ -423,7 +248,74 @@ def inspect_subset(obj):
     }
 
 
-def main():
+def container_names(docker: DockerCLI, containers: list[str], lane: str | None) -> list[str]:
+    """The named containers, then those labelled with the lane (either label prefix), each once."""
+    names = list(dict.fromkeys(containers))
+    if lane:
+        for prefix in LABEL_PREFIXES:
+            names += [n for n in docker.containers_with_label(f"{prefix}.lane", lane) if n not in names]
+    return names
+
+
+def container_entry(docker: DockerCLI, name: str, obj: dict | None, params: dict) -> dict:
+    """One entry of the ``containers`` result: state, rank/role and the new log lines."""
+    entry: dict = {"name": name, "exists": obj is not None, "lines": [], "log_error": ""}
+    if obj is None:
+        return entry
+    entry["inspect"] = inspect_subset(obj)
+    entry["rank"], entry["role"] = rank_of(obj)
+    state = obj.get("State") or {}
+    entry["running"] = bool(state.get("Running"))
+    asked = (params["since"] or {}).get(name)
+    since = asked or state.get("StartedAt")
+    if since and since.startswith("0001-"):
+        since = None  # docker's zero time: the container never started
+    entry["lines"], entry["log_error"] = docker.logs(name, since=since,
+                                                     tail_lines=params["max_lines"] if asked else params["tail"])
+    return entry
+
+
+def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, meminfo_text: str) -> list[str]:
+    """Each container's inspect object and full log, and the node's meminfo, under ``bundle``."""
+    os.makedirs(bundle, exist_ok=True)
+    files = []
+    for name in names:
+        obj = found.get(name)
+        if obj is None:
+            continue
+        path = os.path.join(bundle, f"{name}.inspect.json")
+        atomic_write(path, json.dumps(obj, indent=2, sort_keys=True))
+        files.append(path)
+        path = os.path.join(bundle, f"{name}.log")
+        docker.write_log(name, path)
+        files.append(path)
+    path = os.path.join(bundle, "meminfo.txt")
+    atomic_write(path, meminfo_text)
+    files.append(path)
+    return files
+
+
+def status(docker: DockerCLI, params: dict) -> dict:
+    """The whole report of this node (the module's result)."""
+    names = container_names(docker, params["containers"], params["lane"])
+    found = docker.inspect_containers(names)
+    result: dict = {"changed": False, "health": {},
+                    "containers": [container_entry(docker, name, found.get(name), params) for name in names]}
+    if params["api_probe"]:
+        result["api"] = probe_api(params["api_probe"])
+    for probe in params["health_probes"]:
+        code, _, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5))
+        result["health"][probe.get("name") or probe["url"]] = {"status": code, "error": error}
+    result["tcp_peers"] = tcp_peers(params["listen_ports"]) if params["listen_ports"] else {}
+    meminfo_text = read_meminfo_text()
+    result["meminfo"] = meminfo_kb(meminfo_text)
+    if params["bundle_dir"]:
+        result["bundle_files"] = write_bundle(docker, params["bundle_dir"], names, found, meminfo_text)
+    result["now"] = time.time()
+    return result
+
+
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             containers=dict(type="list", elements="str", default=[]),
@@ -439,60 +331,11 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    docker = Docker(module, module.get_bin_path("docker", required=True), params["command_timeout"])
-    names = list(dict.fromkeys(params["containers"]))
-    if params["lane"]:
-        names += [n for n in docker.by_label(params["lane"]) if n not in names]
-    found = docker.inspect(names)
-    result = {"changed": False, "containers": [], "health": {}}
-
-    for name in names:
-        obj = found.get(name)
-        entry = {"name": name, "exists": obj is not None, "lines": [], "log_error": ""}
-        if obj is not None:
-            entry["inspect"] = inspect_subset(obj)
-            entry["rank"], entry["role"] = rank_of(obj)
-            entry["running"] = bool((obj.get("State") or {}).get("Running"))
-            since = (params["since"] or {}).get(name) or (obj.get("State") or {}).get("StartedAt")
-            if since and since.startswith("0001-"):
-                since = None
-            tail = params["max_lines"] if (params["since"] or {}).get(name) else params["tail"]
-            entry["lines"], entry["log_error"] = docker.logs(name, since=since, tail=tail)
-        result["containers"].append(entry)
-
-    if params["api_probe"]:
-        result["api"] = probe_api(params["api_probe"])
-    for probe in params["health_probes"]:
-        status, _, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5))
-        result["health"][probe.get("name") or probe["url"]] = {"status": status, "error": error}
-
-    result["tcp_peers"] = tcp_peers(params["listen_ports"]) if params["listen_ports"] else {}
-    meminfo_text = read_meminfo()
-    result["meminfo"] = parse_meminfo(meminfo_text)
-
-    if params["bundle_dir"]:
-        bundle = params["bundle_dir"]
-        os.makedirs(bundle, exist_ok=True)
-        files = []
-        for name in names:
-            obj = found.get(name)
-            if obj is None:
-                continue
-            path = os.path.join(bundle, name + ".inspect.json")
-            with open(path, "w", encoding="utf-8") as handle:
-                json.dump(obj, handle, indent=2, sort_keys=True)
-            files.append(path)
-            path = os.path.join(bundle, name + ".log")
-            docker.full_log(name, path)
-            files.append(path)
-        path = os.path.join(bundle, "meminfo.txt")
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(meminfo_text)
-        files.append(path)
-        result["bundle_files"] = files
-
-    result["now"] = time.time()
+    try:
+        docker = DockerCLI(module, timeout=module.params["command_timeout"])
+        result = status(docker, module.params)
+    except LanekitError as err:
+        module.fail_json(msg=str(err))
     module.exit_json(**result)
 
 

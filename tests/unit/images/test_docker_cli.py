@@ -13,6 +13,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     copy_frames,
     frame_header,
     image_pin,
+    merge_log_streams,
     normalize_arch,
     pin_mismatch,
     registry_digest_for,
@@ -199,3 +200,55 @@ def test_spliced_stream_without_end_marker_is_incomplete():
     thread.join()
     os.close(read_fd)
     os.close(write_fd)
+
+
+def test_log_streams_merge_by_time_with_nanoseconds():
+    out = ["2026-10-30T06:00:01.000000100Z a", "2026-10-30T06:00:03.000000000Z c"]
+    err = ["2026-10-30T06:00:01.000000020Z before-a", "2026-10-30T06:00:02.500000000Z b"]
+    assert [line.split(" ", 1)[1] for line in merge_log_streams(out, err)] == ["before-a", "a", "b", "c"]
+
+
+def _script(tmp_path, body):
+    path = tmp_path / "docker"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_docker_command_that_hangs_is_abandoned_after_the_timeout(tmp_path):
+    docker = DockerCLI(FakeModule(), _script(tmp_path, "sleep 5\n"), timeout=0.3)
+    assert docker.run(["ps"], check=False) == (124, "", "docker ps did not answer within 0.3s")
+    with pytest.raises(DockerError, match="did not answer within 0.3s"):
+        docker.run(["ps"])
+
+
+def test_a_full_log_is_written_time_ordered_from_both_streams(tmp_path):
+    docker = DockerCLI(FakeModule(), _script(tmp_path, (
+        "echo '2026-10-30T06:00:02Z second'\n"
+        "echo '2026-10-30T06:00:01Z first' >&2\n"
+        "echo '2026-10-30T06:00:03Z third' >&2\n")), timeout=5)
+    target = tmp_path / "r0.log"
+    assert docker.write_log("r0", str(target)) == 0
+    assert [line.split(" ", 1)[1] for line in target.read_text().splitlines()] == ["first", "second", "third"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docker", "r0.log"]
+
+
+def test_containers_of_several_names_are_inspected_at_once_and_missing_ones_left_out():
+    def respond(argv):
+        return 1, '[{"Name": "/r0", "Id": "x"}]', "Error: No such container: gone\n"
+    assert list(DockerCLI(FakeModule(responder=respond)).inspect_containers(["r0", "gone"])) == ["r0"]
+
+
+def test_an_inspect_that_fails_for_another_reason_names_the_host():
+    def respond(argv):
+        return 1, "not json", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.\n"
+    with pytest.raises(DockerError, match="docker inspect failed on .*Cannot connect"):
+        DockerCLI(FakeModule(responder=respond)).inspect_containers(["r0"])
+
+
+def test_log_lines_come_back_merged_and_a_failure_as_a_reason():
+    answers = iter([(0, "2026-10-30T06:00:02Z b\n", "2026-10-30T06:00:01Z a\n"), (1, "", "")])
+    docker = DockerCLI(FakeModule(responder=lambda argv: next(answers)))
+    assert docker.logs("r0", since="2026-10-30T06:00:00Z", tail_lines=10) == (
+        ["2026-10-30T06:00:01Z a", "2026-10-30T06:00:02Z b"], "")
+    assert docker.logs("r0") == ([], "docker logs exited with 1")

@@ -1,0 +1,52 @@
+"""node_facts: the GPU as nvidia-smi reports it (architecture, memory and docker come from Ansible)."""
+from __future__ import annotations
+
+from ansible_collections.lanekit.serving.plugins.modules import node_facts
+
+
+class SmiModule:
+    """Just enough of AnsibleModule: an nvidia-smi that is missing or answers (rc, out, err)."""
+
+    def __init__(self, smi=None, answer=(0, "", "")):
+        self.smi = smi
+        self.answer = answer
+        self.calls = []
+
+    def get_bin_path(self, name, required=False):
+        return self.smi if name == "nvidia-smi" else None
+
+    def run_command(self, argv, **kwargs):
+        self.calls.append(argv)
+        return self.answer
+
+
+def test_the_first_gpu_is_reported_with_the_count():
+    text = "NVIDIA GB10, 12.1, 122570\nNVIDIA GB10, 12.1, 122570\n"
+    assert node_facts.parse_gpu_csv(text) == {"name": "NVIDIA GB10", "compute_capability": "12.1",
+                                              "memory_total_mib": 122570, "count": 2}
+
+
+def test_a_memory_figure_nvidia_smi_cannot_give_is_left_empty():
+    assert node_facts.parse_gpu_csv("NVIDIA GB10, 12.1, [N/A]\n")["memory_total_mib"] is None
+
+
+def test_a_node_without_nvidia_smi_reports_no_gpu_and_why():
+    gpu = node_facts.read_gpu(SmiModule())
+    assert gpu["count"] == 0 and gpu["name"] == "" and gpu["error"] == "nvidia-smi not found"
+
+
+def test_a_driver_that_does_not_answer_is_reported_in_its_own_words():
+    module = SmiModule("/usr/bin/nvidia-smi", (9, "", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"))
+    gpu = node_facts.read_gpu(module)
+    assert gpu["count"] == 0 and gpu["error"].startswith("NVIDIA-SMI has failed")
+    assert module.calls == [["/usr/bin/nvidia-smi", "--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]]
+
+
+def test_a_query_that_lists_nothing_reports_no_gpu_without_an_error():
+    assert node_facts.read_gpu(SmiModule("/usr/bin/nvidia-smi", (0, "\n", ""))) == node_facts.no_gpu()
+
+
+def test_the_node_check_compares_ansibles_architecture_in_docker_spelling():
+    from ansible_collections.lanekit.serving.plugins.filter.docker_arch import FilterModule
+    docker_arch = FilterModule().filters()["docker_arch"]
+    assert [docker_arch(a) for a in ("x86_64", "aarch64", "arm64", "ppc64le")] == ["amd64", "arm64", "arm64", "ppc64le"]
