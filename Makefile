@@ -53,6 +53,7 @@ syntax: venv
 
 lint: venv
 	$(BIN)/ansible-lint --profile production
+	$(BIN)/antsibull-changelog lint
 
 build: venv
 	bash tests/check-collection.sh
