@@ -11,7 +11,7 @@ COLLECTION_LINK := .collections/ansible_collections/lanekit/serving
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test unit lint syntax plan sim-up sim-down host-deps molecule build clean
+.PHONY: venv demo test unit lint syntax plan sim-up sim-down host-deps molecule build changelog clean
 
 $(BIN)/ansible-playbook: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -30,28 +30,30 @@ host-deps:
 	bash tests/sim/host-deps.sh
 
 plan: venv
-	$(BIN)/ansible-playbook playbooks/plan-lane.yml -i inventories/spark8 -e lane=$(LANE)
+	$(BIN)/ansible-playbook playbooks/plan_lane.yml -i inventories/spark8 -e lane=$(LANE)
 
 # SIM_ARGS passes options to the sim playbooks, e.g.
 #   make sim-down SIM_ARGS="-e sim_cluster_purge_cache=true"   # also delete the debootstrap cache
 sim-up: venv host-deps
-	$(BIN)/ansible-playbook playbooks/sim-up.yml $(SIM_ARGS)
+	$(BIN)/ansible-playbook tests/sim/playbooks/sim_up.yml $(SIM_ARGS)
 
 sim-down: venv
-	$(BIN)/ansible-playbook playbooks/sim-down.yml $(SIM_ARGS)
+	$(BIN)/ansible-playbook tests/sim/playbooks/sim_down.yml $(SIM_ARGS)
 
 demo: sim-up
-	$(BIN)/ansible-playbook playbooks/deploy-lane.yml -i $(INVENTORY) -e lane=$(LANE)
+	$(BIN)/ansible-playbook playbooks/deploy_lane.yml -i $(INVENTORY) -e lane=$(LANE)
 
 unit: venv
 	$(BIN)/pytest -q tests/unit
 
 syntax: venv
-	for p in playbooks/*.yml; do $(BIN)/ansible-playbook --syntax-check -i inventories/spark8 "$$p" >/dev/null || exit 1; done
-	@echo "syntax: all playbooks parse"
+	for p in playbooks/*.yml tests/sim/playbooks/*.yml; do \
+	  $(BIN)/ansible-playbook --syntax-check -i inventories/spark8 "$$p" >/dev/null || exit 1; done
+	@echo "syntax: all playbooks parse (the collection's and tests/sim's)"
 
 lint: venv
 	$(BIN)/ansible-lint --profile production
+	$(BIN)/antsibull-changelog lint
 
 build: venv
 	bash tests/check-collection.sh
@@ -60,6 +62,11 @@ molecule: venv host-deps
 	bash tests/molecule-run.sh
 
 test: unit syntax lint build molecule
+
+# Generate CHANGELOG.md and changelogs/changelog.yaml from changelogs/fragments/ (no release).
+changelog: venv
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog generate
 
 clean:
 	rm -rf .build .pytest_cache

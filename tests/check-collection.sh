@@ -1,30 +1,80 @@
 #!/usr/bin/env bash
-# Build the collection tarball, install it into a scratch path and render every module's docs
-# with ansible-doc: what a user installing from the tarball gets must work.
+# The collection as a user gets it: build the tarball in the checkout (after `make lint` has left
+# its .ansible/ cache there, as `make test` does), check that it ships no caches, local state or
+# test instruments, install it into an empty collections path, render every module's docs with
+# ansible-doc, and plan both seed lanes through the FQCN playbooks from a scratch directory laid
+# out like a user's repository (docs/install.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+checkout=$PWD
+lanes=(mistral-large4-nvfp4-8x-vllm mistral-large4-nvfp4-8x-sglang)
 out=.build
 rm -rf "$out" && mkdir -p "$out"
 ansible-galaxy collection build --force --output-path "$out" >/dev/null
-tarball=$(ls "$out"/lanekit-serving-*.tar.gz)
+tarball=$(realpath "$(ls "$out"/lanekit-serving-*.tar.gz)")
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-tarball=$(realpath "$tarball")
+
+fail() { echo "collection: $*" >&2; exit 1; }
+
+# What build_ignore in galaxy.yml must keep out of the tarball.
+listing=$(tar -tzf "$tarball")
+forbidden='^(\.ansible|\.collections|\.venv|\.build|\.cache|\.pytest_cache|\.sim|\.ci|\.git|reports|tests|molecule|benchmarks|changelogs/fragments|inventories/sim)(/|$)|sim_cluster|standin|__pycache__|\.pyc$|^playbooks/[^/]*-[^/]*\.yml$'
+if leaked=$(grep -E "$forbidden" <<<"$listing"); then
+  echo "$leaked" | head -20 >&2
+  fail "$tarball ships files that build_ignore in galaxy.yml should keep out (listed above)."
+fi
+for required in meta/runtime.yml playbooks/plan_lane.yml playbooks/deploy_lane.yml lanes/ images/; do
+  grep -qx "$required" <<<"$listing" || fail "$tarball lacks $required."
+done
+
+collections="$scratch/collections"
+repo="$scratch/repo"
+mkdir -p "$collections" "$repo/inventories"
 modules=$(cd plugins/modules && ls *.py | sed 's/\.py$//')
 # Outside the checkout, so neither its ansible.cfg nor its .collections link is in play.
 (
   cd "$scratch"
   export -n ANSIBLE_CONFIG; unset ANSIBLE_CONFIG
-  export ANSIBLE_COLLECTIONS_PATH="$scratch" ANSIBLE_NOCOLOR=1
-  ansible-galaxy collection install --offline --force -p "$scratch" "$tarball" >/dev/null
+  export ANSIBLE_COLLECTIONS_PATH="$collections" ANSIBLE_NOCOLOR=1
+  ansible-galaxy collection install --offline --force -p "$collections" "$tarball" >/dev/null
   for module in $modules; do
     doc=$(ansible-doc "lanekit.serving.$module" 2>&1) || true
     if ! grep -q "^> MODULE lanekit.serving.$module" <<<"$doc"; then
-      echo "collection: ansible-doc cannot render lanekit.serving.$module from the installed tarball:" >&2
       echo "$doc" | head -20 >&2
-      exit 1
+      fail "ansible-doc cannot render lanekit.serving.$module from the installed tarball."
     fi
   done
 )
+
+# A user's repository: the example ansible.cfg and requirements.yml, their own inventory. The lanes
+# and image specs come from the installed collection (the repository has no lanes/ or images/).
+cp "$checkout"/docs/examples/user-repo/{ansible.cfg,requirements.yml} "$repo/"
+cp -r "$checkout/inventories/spark8" "$repo/inventories/spark8"
+installed="$collections/ansible_collections/lanekit/serving"
+before=$(cd "$installed" && find . | sort)
+(
+  cd "$repo"
+  export -n ANSIBLE_CONFIG; unset ANSIBLE_CONFIG
+  export ANSIBLE_COLLECTIONS_PATH="$collections" ANSIBLE_NOCOLOR=1
+  for lane in "${lanes[@]}"; do
+    log="$scratch/plan-$lane.log"
+    if ! ansible-playbook lanekit.serving.plan_lane -i inventories/spark8 -e "lane=$lane" \
+        -e "lanekit_reports_dir=$repo/reports" >"$log" 2>&1; then
+      tail -30 "$log" >&2
+      fail "ansible-playbook lanekit.serving.plan_lane -e lane=$lane fails from the installed collection."
+    fi
+    [ -s "$repo/reports/$lane/plan.json" ] \
+      || fail "planning $lane from the installed collection wrote no $repo/reports/$lane/plan.json."
+  done
+)
+# Reports and plans belong to the user's repository, never inside the installed collection.
+after=$(cd "$installed" && find . | sort)
+if [ "$before" != "$after" ]; then
+  diff <(echo "$before") <(echo "$after") | head -20 >&2
+  fail "planning wrote into the installed collection $installed (listed above)."
+fi
+
 count=$(echo "$modules" | wc -w)
-echo "collection: $tarball builds, installs, and ansible-doc renders $count modules"
+files=$(grep -cv '/$' <<<"$listing")
+echo "collection: $(basename "$tarball") ships $files files and no test instruments; installed, ansible-doc renders $count modules and lanekit.serving.plan_lane plans ${lanes[*]}"

@@ -22,13 +22,13 @@ def _remove_other_lanes(lane: str) -> None:
     """One lane per node: tear down (archiving their logs) any other lane's ranks."""
     for other in LANES:
         if other != lane and lane_containers(other):
-            proc = run_playbook("teardown-lane.yml", lane=other, extra=["-e", "teardown_remove=true"])
+            proc = run_playbook("teardown_lane.yml", lane=other, extra=["-e", "teardown_remove=true"])
             assert proc.returncode == 0, f"could not tear down {other} before using {lane}"
 
 
 def _deploy(lane: str) -> None:
     _remove_other_lanes(lane)
-    proc = run_playbook("deploy-lane.yml", lane=lane, timeout=1500)
+    proc = run_playbook("deploy_lane.yml", lane=lane, timeout=1500)
     assert proc.returncode == 0, f"setting up: {lane} did not deploy"
 
 
@@ -56,7 +56,7 @@ def vllm_only():
 def vllm_staged():
     """The vLLM seed lane's plan file written and its weights staged (no ranks needed)."""
     if not os.path.isfile(os.path.join(ROOT, "reports", LANE, "plan.json")):
-        proc = run_playbook("stage-weights.yml")
+        proc = run_playbook("stage_weights.yml")
         assert proc.returncode == 0, "setting up: the vLLM lane's weights did not stage"
 
 

@@ -48,7 +48,7 @@ def test_removed_and_replaced_images_are_repaired_and_only_those_nodes_change(ru
     docker(node_of("spark-05"), "commit", "--pause=false", rank, ref)
     assert image_of("spark-05", ref)["Id"] != good["Id"]
 
-    proc = run_playbook("build-images.yml")
+    proc = run_playbook("build_images.yml")
     assert proc.returncode == 0
     assert_no_traceback(proc.stdout)
     assert changed_hosts(proc.stdout) == {"spark-03", "spark-05"}
@@ -56,13 +56,13 @@ def test_removed_and_replaced_images_are_repaired_and_only_those_nodes_change(ru
         repaired = image_of(host, ref)
         assert repaired and repaired["RootFS"]["Layers"] == good["RootFS"]["Layers"], f"{host} was not repaired"
 
-    again = run_playbook("build-images.yml")
+    again = run_playbook("build_images.yml")
     assert again.returncode == 0 and changed_hosts(again.stdout) == set()
 
 
 def test_truncated_digest_is_refused_with_the_key_to_set(running_lane):
     short = {"mistral-large4-vllm": {"amd64": plan()["image"]["base_digest"][:15]}}
-    proc = run_playbook("deploy-lane.yml", extra=["-e", '{"lanekit_image_digests": %s}' % str(short).replace("'", '"')])
+    proc = run_playbook("deploy_lane.yml", extra=["-e", '{"lanekit_image_digests": %s}' % str(short).replace("'", '"')])
     assert proc.returncode != 0
     assert_no_traceback(proc.stdout)
     assert "the inventory or -e value lanekit_image_digests['mistral-large4-vllm']['amd64']" in flat(proc.stdout)
@@ -72,7 +72,7 @@ def test_truncated_digest_is_refused_with_the_key_to_set(running_lane):
 def test_architecture_mismatch_is_refused_before_anything_runs(running_lane):
     digest = plan()["image"]["base_digest"]
     pins = '{"lanekit_node_arch": "arm64", "lanekit_image_digests": {"mistral-large4-vllm": {"arm64": "%s"}}}' % digest
-    proc = run_playbook("deploy-lane.yml", extra=["-e", pins])
+    proc = run_playbook("deploy_lane.yml", extra=["-e", pins])
     assert proc.returncode != 0
     assert_no_traceback(proc.stdout)
     assert re.search(r"arm64", proc.stdout) and re.search(r"amd64|x86_64", proc.stdout)
@@ -91,7 +91,7 @@ def test_lock_mismatch_stops_the_run_until_updated_on_purpose(running_lane):
         assert tampered != text
         with open(lock, "w", encoding="utf-8") as fh:
             fh.write(tampered)
-        proc = run_playbook("deploy-lane.yml")
+        proc = run_playbook("deploy_lane.yml")
         assert proc.returncode != 0
         assert_no_traceback(proc.stdout)
         assert "image_lock_update" in flat(proc.stdout) and "lock" in proc.stdout.lower()
@@ -127,7 +127,7 @@ def test_patch_whose_target_line_is_missing_fails_the_build(running_lane, tmp_pa
     spec = spec.replace("patches:\n", "patches:\n  - file: patches/aaa_upstream_drift.py\n"
                         "    target: sglang/srt/model_executor/model_runner_components/load_model_utils.py\n", 1)
     (spec_dir / "image.yml").write_text(spec)
-    proc = run_playbook("build-images.yml", lane=SGLANG_LANE, extra=["-e", f"lanekit_images_dir={images}"])
+    proc = run_playbook("build_images.yml", lane=SGLANG_LANE, extra=["-e", f"lanekit_images_dir={images}"])
     assert proc.returncode != 0
     assert_no_traceback(proc.stdout)
     text = flat(proc.stdout)

@@ -34,7 +34,7 @@ def fault(rank: int, phase: str, line: str | None = None, hang: bool = False) ->
 
 def test_check_mode_diff_shows_the_changed_flag_per_rank_and_changes_nothing(vllm_serving):
     before = lane_containers()
-    proc = run_playbook("deploy-lane.yml", {"serve": {"args": {"--max-num-seqs": 333}}}, extra=["--check", "--diff"])
+    proc = run_playbook("deploy_lane.yml", {"serve": {"args": {"--max-num-seqs": 333}}}, extra=["--check", "--diff"])
     assert proc.returncode == 0
     text = ANSI.sub("", proc.stdout)
     # community.docker's diff of each rank: the old and the new command line.
@@ -48,7 +48,7 @@ def test_one_changed_flag_recreates_the_ranks_and_nothing_else(vllm_serving):
     before = {c["Names"]: c["ID"] for node in NODES for c in rank_containers(node)}
     assert len(before) == 8, "the lane is not deployed before this test"
     # A value no earlier run used, so the plan really changes whatever ran before.
-    proc = run_playbook("deploy-lane.yml", {"serve": {"args": {"--max-num-seqs": 40 + int(time.time()) % 60}}})
+    proc = run_playbook("deploy_lane.yml", {"serve": {"args": {"--max-num-seqs": 40 + int(time.time()) % 60}}})
     assert proc.returncode == 0
     changed = changed_tasks(proc.stdout)
     print("changed tasks:", changed)
@@ -67,7 +67,7 @@ def test_one_changed_flag_recreates_the_ranks_and_nothing_else(vllm_serving):
 
 def test_rank_crash_in_warmup_fails_fast_names_rank_and_fix_keeps_everything(vllm_only):
     started = time.time()
-    proc = run_playbook("deploy-lane.yml", fault(3, "warmup", G1_LINE))
+    proc = run_playbook("deploy_lane.yml", fault(3, "warmup", G1_LINE))
     assert proc.returncode != 0
     out = proc.stdout
     assert "g1_scale_c" in out and "flashinfer_cutlass" in out
@@ -92,7 +92,7 @@ def test_rank_crash_in_warmup_fails_fast_names_rank_and_fix_keeps_everything(vll
 
 
 def test_hung_rank_trips_stall_detection(vllm_only):
-    proc = run_playbook("deploy-lane.yml", fault(5, "load", hang=True))
+    proc = run_playbook("deploy_lane.yml", fault(5, "load", hang=True))
     assert proc.returncode != 0
     assert re.search(r"stall|no progress", proc.stdout, re.IGNORECASE)
     assert re.search(r"\br(ank )?5\b", proc.stdout)
@@ -100,7 +100,7 @@ def test_hung_rank_trips_stall_detection(vllm_only):
 
 
 def test_rank_that_never_joins_is_named(vllm_only):
-    proc = run_playbook("deploy-lane.yml", fault(5, "rendezvous", hang=True))
+    proc = run_playbook("deploy_lane.yml", fault(5, "rendezvous", hang=True))
     assert proc.returncode != 0
     assert re.search(r"never joined|did not join|not joined|waiting for r5", proc.stdout, re.IGNORECASE)
     assert re.search(r"\br(ank )?5\b", proc.stdout)

@@ -68,7 +68,7 @@ def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint):
     # One worker: the shards go one after the other, so "some done, one half-written" is a state
     # the copy really passes through.
     args = stage_args(dest, "/srv/mirror/scenario/big", "-e", "weights_workers=1")
-    run = run_playbook("stage-weights.yml", extra=args, wait=False)
+    run = run_playbook("stage_weights.yml", extra=args, wait=False)
     tmp = os.path.join(dest_host, ".lanekit", "tmp")
     done, partial = [], []
     deadline = time.monotonic() + 300
@@ -91,7 +91,7 @@ def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint):
     finished_before = len(shards(dest_host))
     assert 0 < finished_before < 8
 
-    resumed = run_playbook("stage-weights.yml", extra=args)
+    resumed = run_playbook("stage_weights.yml", extra=args)
     assert resumed.returncode == 0
     assert_no_traceback(resumed.stdout)
     fetched = re.search(r"fetched (\d+) files", flat(resumed.stdout))
@@ -104,7 +104,7 @@ def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint):
     for name in shards(big_checkpoint):
         assert sha256(os.path.join(dest_host, name)) == sha256(os.path.join(big_checkpoint, name)), name
 
-    verified = run_playbook("stage-weights.yml", extra=args + ["-e", "weights_verify=full"])
+    verified = run_playbook("stage_weights.yml", extra=args + ["-e", "weights_verify=full"])
     assert verified.returncode == 0 and changed_hosts(verified.stdout) == set()
 
 
@@ -125,10 +125,10 @@ def test_flipped_byte_is_found_by_full_verify_and_only_that_file_is_fetched_agai
     os.utime(victim, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert sha256(victim) != good
 
-    quick = run_playbook("stage-weights.yml")
+    quick = run_playbook("stage_weights.yml")
     assert quick.returncode == 0 and changed_hosts(quick.stdout) == set()
 
-    full = run_playbook("stage-weights.yml", extra=["-e", "weights_verify=full"])
+    full = run_playbook("stage_weights.yml", extra=["-e", "weights_verify=full"])
     assert full.returncode == 0
     assert_no_traceback(full.stdout)
     assert f"repaired {os.path.basename(victim)}" in flat(full.stdout)
@@ -138,7 +138,7 @@ def test_flipped_byte_is_found_by_full_verify_and_only_that_file_is_fetched_agai
                 if os.stat(os.path.join(directory, name)).st_ino != ino and not name.endswith((".json", "SUMS"))]
     assert replaced == [os.path.basename(victim)]
 
-    again = run_playbook("stage-weights.yml")
+    again = run_playbook("stage_weights.yml")
     assert again.returncode == 0 and changed_hosts(again.stdout) == set()
 
 
@@ -155,7 +155,7 @@ def test_node_that_cannot_see_a_shard_stops_the_deploy_naming_it(vllm_staged):
     subprocess.run(["docker", "exec", node, "mount", "--bind", view, weights], check=True)
     before = lane_containers()
     try:
-        proc = run_playbook("deploy-lane.yml")
+        proc = run_playbook("deploy_lane.yml")
     finally:
         subprocess.run(["docker", "exec", node, "umount", weights], check=False)
         subprocess.run(["docker", "exec", node, "rm", "-rf", view], check=False)

@@ -14,7 +14,7 @@ from simlib import (ANSI, LANE, NODES, ROOT, SGLANG_LANE, assert_no_traceback, c
 
 
 def test_teardown_leaves_no_container_running_and_keeps_the_logs(vllm_present):
-    proc = run_playbook("teardown-lane.yml", extra=["-e", "teardown_remove=true"])
+    proc = run_playbook("teardown_lane.yml", extra=["-e", "teardown_remove=true"])
     assert proc.returncode == 0
     for node in NODES:
         assert rank_containers(node) == [], f"{node} still has rank containers"
@@ -25,7 +25,7 @@ def test_teardown_leaves_no_container_running_and_keeps_the_logs(vllm_present):
 
 
 def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly(sglang_only):
-    proc = run_playbook("deploy-lane.yml", lane=SGLANG_LANE, timeout=1500)
+    proc = run_playbook("deploy_lane.yml", lane=SGLANG_LANE, timeout=1500)
     assert proc.returncode == 0
     assert_no_traceback(proc.stdout)
     assert "is ready" in flat(proc.stdout)
@@ -43,12 +43,12 @@ def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly(s
     text = logs.stdout + logs.stderr
     assert f"monitored_barrier timeout in effect: {wanted} s" in text, text[-3000:]
 
-    again = run_playbook("deploy-lane.yml", lane=SGLANG_LANE)
+    again = run_playbook("deploy_lane.yml", lane=SGLANG_LANE)
     assert again.returncode == 0 and changed_hosts(again.stdout, ignore=()) == set()
 
 
 def test_sglang_teardown_stops_rank_zero_first_and_removes_every_rank(sglang_serving):
-    proc = run_playbook("teardown-lane.yml", lane=SGLANG_LANE, extra=["-e", "teardown_remove=true"])
+    proc = run_playbook("teardown_lane.yml", lane=SGLANG_LANE, extra=["-e", "teardown_remove=true"])
     assert proc.returncode == 0
     # The task that stops first must have stopped rank 0 and only it; the others follow in the next task.
     text = ANSI.sub("", proc.stdout)
