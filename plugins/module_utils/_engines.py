@@ -5,7 +5,7 @@
 
 One job: declare, as data, how each engine is launched, which flags and timeouts the plan owns,
 how its logs mark boot progress, and in which order its ranks start and stop. The plan
-(``_plan``), the lint rules (``_lint``), the boot tracker (``_progress``) and the roles read
+(``_plan``), the lint rules (``_lint``), the boot tracker (``_ranklog``, ``_boot``) and the roles read
 these records; none of them names an engine's flag, variable or default on its own.
 
 Adding an engine (or a process role such as a router) means adding one :class:`Engine` record

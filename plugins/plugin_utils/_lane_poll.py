@@ -27,6 +27,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import fmt_duration
+from ansible_collections.lanekit.serving.plugins.module_utils._probes import probe_api
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog, last_timestamp, split_timestamp
 from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
 from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
@@ -273,7 +274,6 @@ class LaneWorker:
         res, error = self.run_module(self.module_args())
         statuses = self.watcher.absorb(res, error)
         if self.probe_from == "controller" and self.is_coordinator and self.plan.get("api"):
-            from ansible_collections.lanekit.serving.plugins.modules.rank_status import probe_api
             api = probe_api(self._api_probe())
             if api.get("chat_ok"):
                 self.watcher.chat_ok = {k: api.get(k) for k in ("chat_ok", "ttft_s", "first_token")}
