@@ -276,7 +276,6 @@ lock_status:
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
@@ -291,74 +290,14 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, run_docker_module
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._image_build import BuildPlan, decide
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (
-    IMAGE_REPOSITORY_PREFIX,
     load_image_spec,
     lock_entry,
     lock_verdict,
     merge_lock,
     resolve_image,
 )
-
-
-# -- the decision (pure: no docker, no files) -----------------------------------------------------
-@dataclass(frozen=True)
-class BuildPlan:
-    """What the module will do for one image on one builder, and why.
-
-    ``action`` is V(build), V(restore) (pull the locked image back from ``restore_from``; a failed
-    restore falls back to a build) or V(keep). ``warning`` is said to the user when a stale image
-    is kept on purpose. ``push_target`` is empty when nothing is pushed.
-    """
-
-    action: str
-    reason: str
-    context: str
-    build_args: tuple
-    warning: str = ""
-    push_repository: str = ""
-    push_target: str = ""
-
-
-def decide_action(ref: str, content_hash: str, host: str, pin_before: dict, rebuild: str,
-                  restore_from: str) -> tuple[str, str, str]:
-    """(action, reason, warning) from the image now under ``ref`` and the rebuild policy."""
-    if rebuild == "always":
-        return "build", "rebuild is always", ""
-    if not pin_before["present"]:
-        return ("restore" if restore_from else "build"), f"{ref} is not present on {host}", ""
-    found = pin_before["content_hash"][:12] or "none"
-    if pin_before["content_hash"] != content_hash:
-        if rebuild == "never":
-            return ("keep", f"{ref} exists on {host} with content hash {found} and rebuild is never",
-                    f"{ref} on {host} does not carry content hash {content_hash[:12]}; kept because rebuild is never.")
-        return "build", f"{ref} on {host} carries content hash {found}, not {content_hash[:12]}", ""
-    return "keep", f"{ref} is present on {host} with content hash {content_hash[:12]}", ""
-
-
-def context_dir(params: dict, resolved: dict) -> str:
-    """The build context directory: one per content hash under ``build_dir``."""
-    build_dir = params["build_dir"] or os.path.join(params["images_dir"], ".build", resolved["name"])
-    return os.path.join(build_dir, resolved["content_hash"][:12])
-
-
-def push_names(registry: str, resolved: dict) -> tuple[str, str]:
-    """(repository, tag reference) of the image in ``registry``; empty without a registry."""
-    if not registry:
-        return "", ""
-    repository = f"{registry.rstrip('/')}/{IMAGE_REPOSITORY_PREFIX}{resolved['name']}"
-    return repository, f"{repository}:{resolved['content_hash'][:12]}"
-
-
-def decide(params: dict, resolved: dict, pin_before: dict, host: str) -> BuildPlan:
-    """The whole decision for ``resolved`` given the pin now under its reference."""
-    action, reason, warning = decide_action(resolved["ref"], resolved["content_hash"], host, pin_before,
-                                            params["rebuild"], params["restore_from"])
-    context = context_dir(params, resolved)
-    repository, target = push_names(params["registry"], resolved)
-    return BuildPlan(action=action, reason=reason, warning=warning, context=context,
-                     build_args=("build", "--tag", resolved["ref"], "--file", os.path.join(context, "Dockerfile"), context),
-                     push_repository=repository, push_target=target)
 
 
 # -- the execution (docker and the builder's files) -----------------------------------------------

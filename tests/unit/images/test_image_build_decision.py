@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import image_pin
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import lock_verdict
-from ansible_collections.lanekit.serving.plugins.modules.image_build import decide, decide_action
+from ansible_collections.lanekit.serving.plugins.module_utils._image_build import decide, decide_action
 
 HASH = "a" * 64
 OTHER = "b" * 64
