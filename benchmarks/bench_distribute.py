@@ -162,7 +162,7 @@ def run_role(playbook: str, plan_image: dict, method: str, label: str, delta: bo
     if said:
         recap += ["  nodes:"] + ["    " + line for line in said]
     if "TASKS RECAP" in done.stdout:
-        top = lines[lines.index(next(l for l in lines if l.startswith("TASKS RECAP"))) + 3:][:5]
+        top = lines[lines.index(next(text for text in lines if text.startswith("TASKS RECAP"))) + 3:][:5]
         recap += ["  slowest tasks:"] + ["    " + line for line in top]
     return seconds, "\n".join(recap)
 

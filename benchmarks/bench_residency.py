@@ -21,12 +21,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from _common import GIB, MIB, ROOT, evict, import_collection  # noqa: E402
-
+from _common import GIB, MIB, evict, import_collection  # noqa: E402
 
 SUB = r"""
 import sys, json, time
@@ -110,7 +107,7 @@ def main():
     print()
     print("checkpoint: %d files x %.2f GiB = %.1f GiB (sparse), %.2f GiB resident; kernel %s; page %d B; "
           "load %.1f; best of %d" % (a.files, a.file_gib, total / GIB, o_res / GIB, os.uname().release, ps,
-                                    os.getloadavg()[0], a.repeat))
+                                     os.getloadavg()[0], a.repeat))
     spread = max(agree.values()) - min(agree.values())
     print("resident bytes, back to back: %s; spread %d bytes (%s)" % (
         ", ".join("%s %d" % kv for kv in agree.items()), spread,

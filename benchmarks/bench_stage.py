@@ -24,9 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from _common import GIB, MIB, ROOT, evict, import_collection, write_filler  # noqa: E402
 

@@ -14,12 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-from _common import GIB, MIB, ROOT, evict, import_collection, write_filler  # noqa: E402
+from _common import GIB, MIB, evict, import_collection, write_filler  # noqa: E402
 
 
 def main():

@@ -140,7 +140,7 @@ def load_manifest(path: str):
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise LanekitError("%s cannot be read as JSON (%s); remove it and stage again." % (path, exc))
+        raise LanekitError("%s cannot be read as JSON (%s); remove it and stage again." % (path, exc)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
         raise LanekitError("%s is not a lanekit manifest (no 'files' list); remove it and stage again." % path)
     for f in doc["files"]:
@@ -170,7 +170,7 @@ class Journal:
         self.torn_lines = 0
         self._fh = None
 
-    def load(self) -> "Journal":
+    def load(self) -> Journal:
         self.entries = {}
         self.torn_lines = 0
         try:

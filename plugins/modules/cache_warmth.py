@@ -215,7 +215,8 @@ budget:
       unified memory, C(MemAvailable) with a discrete GPU).
   returned: always
   type: dict
-  sample: {memory_fraction: 0.89, device_memory: 130663014400, engine_claim: 116290082816, headroom: 4294967296, memfree_floor: 120585050112, floor_on: MemFree, budget: 0}
+  sample: {memory_fraction: 0.89, device_memory: 130663014400, engine_claim: 116290082816, headroom: 4294967296,
+           memfree_floor: 120585050112, floor_on: MemFree, budget: 0}
 meminfo_before:
   description: MemTotal, MemFree, MemAvailable, Cached (bytes and GiB) and MemAvailable minus MemFree before.
   returned: always
@@ -249,7 +250,9 @@ would_evict_bytes:
   returned: check mode and O(state=evicted)
   type: int
 missing_files:
-  description: Manifest files that cannot be opened on this node; they are left out (M(lanekit.serving.weights_verify) is the gate for them).
+  description: >-
+    Manifest files that cannot be opened on this node; they are left out (M(lanekit.serving.weights_verify) is the
+    gate for them).
   returned: always
   type: list
   elements: str
@@ -265,9 +268,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.lanekit.serving.plugins.module_utils import _pagecache as pc
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._manifest import MANIFEST_NAME, load_manifest
-from ansible_collections.lanekit.serving.plugins.module_utils import _pagecache as pc
 
 GIB = pc.GIB
 MIB = pc.MIB

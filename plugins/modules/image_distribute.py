@@ -181,8 +181,8 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
-    LABEL_CONTENT_HASH,
     STREAM_MAGIC,
     DockerCLI,
     DockerError,
@@ -193,7 +193,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     send_line,
     tail,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+    DockerManager,
+    pin_options,
+    run_docker_module,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 

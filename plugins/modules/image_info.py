@@ -109,7 +109,11 @@ engine:
       type: str
 """
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+    DockerManager,
+    pin_options,
+    run_docker_module,
+)
 
 
 class ImageInfo(DockerManager):

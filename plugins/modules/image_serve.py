@@ -135,6 +135,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
     STREAM_MAGIC,
     DockerCLI,
@@ -146,7 +147,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     send_line,
     tail,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+    DockerManager,
+    pin_options,
+    run_docker_module,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 CHUNK = 4 << 20
@@ -418,7 +423,7 @@ class ImageServer(DockerManager):
                     break
                 try:
                     conn, address = listener.accept()
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 with self.lock:
                     self.active += 1

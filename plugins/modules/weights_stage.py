@@ -374,7 +374,7 @@ def main():
         module.fail_json(msg=str(exc))
     except OSError as exc:
         module.fail_json(msg="Staging into %s failed: %s (%s)." % (p["dest"], exc.strerror or exc,
-                                                                    exc.filename or p["dest"]))
+                                                                   exc.filename or p["dest"]))
     if result.get("extra_files"):
         module.warn("%d file(s) in %s are not part of the staged checkpoint (%s%s)%s." % (
             len(result["extra_files"]), p["dest"], ", ".join(result["extra_files"][:5]),

@@ -258,9 +258,8 @@ def summary(res, limit):
         if items:
             more = " and %d more" % (len(items) - limit) if len(items) > limit else ""
             parts.append("%s: %s%s" % (label, ", ".join(items[:limit]), more))
-    other = [p for p in res["problems"] if not any(p.startswith(k + ":") for k in
-                                                     ("missing", "wrong size", "not regular files",
-                                                      "dangling symlinks"))]
+    other = [p for p in res["problems"]
+             if not any(p.startswith(k + ":") for k in ("missing", "wrong size", "not regular files", "dangling symlinks"))]
     return "; ".join(parts + other)
 
 
@@ -283,7 +282,7 @@ def main():
         module.fail_json(msg=str(exc), ok=False)
     except OSError as exc:
         module.fail_json(msg="Checking %s failed: %s (%s)." % (p["path"], exc.strerror or exc,
-                                                                exc.filename or p["path"]), ok=False)
+                                                               exc.filename or p["path"]), ok=False)
     res["changed"] = False
     if not res["ok"]:
         # The staging host verified the export; a node that disagrees sees another (stale, partial or

@@ -164,7 +164,7 @@ def test_lock_update_accepts_and_returns_the_new_document(tmp_path):
     engine = FakeEngine()
     engine.add(BASE)
     lock = {"version": 1, "name": "thin", "arches": {"amd64": {"content_hash": "0" * 64},
-                                                      "arm64": {"content_hash": "1" * 64}}}
+                                                     "arm64": {"content_hash": "1" * 64}}}
     result = builder(tmp_path, engine, lock=lock, lock_update=True)[0].run()
     assert result["lock_status"] == "update"
     assert result["lock_document"]["arches"]["arm64"] == {"content_hash": "1" * 64}

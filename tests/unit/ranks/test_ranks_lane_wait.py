@@ -8,10 +8,10 @@ import os
 import shutil
 import threading
 
+from ranks_helpers import fixture_lines, lines_until
 
 from ansible_collections.lanekit.serving.plugins.action import lane_wait as lw
 from ansible_collections.lanekit.serving.plugins.module_utils import _progress as progress
-from ranks_helpers import fixture_lines, lines_until
 
 STARTED = "2026-10-30T06:00:00.000000000Z"
 
@@ -221,11 +221,15 @@ def test_bundle_with_a_fake_fetch(tmp_path):
     assert bundle.root.endswith(os.path.join("lane", "19700101T000000Z"))
     assert lw.new_bundle_dir(str(tmp_path), "lane", now=0).endswith("19700101T000000Z-2")
     copied = []
-    fetch = lambda remote, local: copied.append((remote, local)) or open(local, "w").close()  # noqa: E731
+
+    def fetch(remote, local):
+        copied.append((remote, local))
+        open(local, "w").close()
+
     written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", ["/t/lk-r3.log", "/t/lk-r3.inspect.json",
                                                                "/t/other.log"], fetch)
     assert [os.path.relpath(p, bundle.root) for p in written] == ["ranks/r3-spark-04/full.log",
-                                                                 "ranks/r3-spark-04/inspect.json"]
+                                                                  "ranks/r3-spark-04/inspect.json"]
     bundle.fetch_host_files("spark-04", ["/t/meminfo.txt"], fetch)
     assert os.path.isfile(os.path.join(bundle.root, "hosts", "spark-04", "meminfo.txt"))
     bundle.mark_done("spark-04")
@@ -257,6 +261,7 @@ def test_api_url():
 
 def test_argument_spec_matches_the_documentation():
     import yaml
+
     from ansible_collections.lanekit.serving.plugins.modules import lane_wait as doc
     documented = yaml.safe_load(doc.DOCUMENTATION)["options"]
     assert set(documented) == set(lw.ARGUMENT_SPEC)
@@ -268,11 +273,11 @@ def test_argument_spec_matches_the_documentation():
 
 def test_rendezvous_port_from_the_head_command():
     vllm = {"engine": "vllm", "ranks": [{"node_rank": 0, "role": "head",
-                                          "command": ["serve", "/m", "--nnodes", "8", "--master-port", "29555"]}]}
+                                         "command": ["serve", "/m", "--nnodes", "8", "--master-port", "29555"]}]}
     assert lw.rendezvous_port(vllm) == 29555
     vllm["ranks"][0]["command"] = ["serve", "/m", "--nnodes", "8"]
     assert lw.rendezvous_port(vllm) == 29501
     sglang = {"engine": "sglang", "ranks": [{"node_rank": 0, "role": "head",
-                                              "command": ["sglang", "serve", "--dist-init-addr", "10.0.0.1:25000"]}]}
+                                             "command": ["sglang", "serve", "--dist-init-addr", "10.0.0.1:25000"]}]}
     assert lw.rendezvous_port(sglang) == 25000
     assert lw.rendezvous_port({"ranks": []}) is None

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
+from ranks_helpers import fixture_lines, lines_until, make_status
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _progress as progress
-from ranks_helpers import fixture_lines, lines_until, make_status
 
 HOSTS = {r: f"spark-{r + 1:02d}" for r in range(8)}
 
@@ -434,7 +434,7 @@ def test_joined_is_unknown_when_ranks_share_an_address():
 
 def test_memory_note_names_the_tightest_node():
     statuses = vllm_loading()
-    for r, status in statuses.items():
+    for status in statuses.values():
         status["mem_free_kb"] = 30 * 1048576
     statuses[5]["mem_free_kb"] = int(1.6 * 1048576)
     assert progress.memory_note(statuses) == "MemFree min 1.6G r5"

@@ -117,7 +117,8 @@ def test_vllm_top_level_cli():
 
 @pytest.mark.parametrize("argv, message", [
     (["--model-path", "/m", "--foo"], "launch_server.py: error: unrecognized arguments: --foo"),
-    (["--model-path", "/m", "--tp", "x"], "launch_server.py: error: argument --tp-size/--tensor-parallel-size/--tp: invalid int value: 'x'"),
+    (["--model-path", "/m", "--tp", "x"],
+     "launch_server.py: error: argument --tp-size/--tensor-parallel-size/--tp: invalid int value: 'x'"),
     (["--model-path", "/m", "--moe-runner-backend", "trtllm"], "argument --moe-runner-backend: invalid choice: 'trtllm'"),
     (["--model-path", "/m", "--json-model-override-args", "{x"], "argument --json-model-override-args: invalid loads value"),
     (["--tp", "2"], "launch_server.py: error: the following arguments are required: --model-path"),

@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-
 from standin_helpers import PKGS, STANDIN, base_env, free_port, http, sglang_cmd, wait_http
 
 LMU = os.path.join("sglang", "srt", "model_executor", "model_runner_components", "load_model_utils.py")
@@ -105,7 +104,7 @@ def test_hung_rank_and_patched_barrier_timeout(ranks, ckpt, tmp_path):
 
     # unpatched: env set but ignored
     single = ranks.start("unpatched", sglang_cmd("--model-path", ckpt, "--tokenizer-mode", "mistral",
-                                                  "--port", str(free_port()), "--skip-server-warmup"),
+                                                 "--port", str(free_port()), "--skip-server-warmup"),
                          base_env({"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "1"}))
     single.wait_line(r"monitored_barrier timeout in effect: 480 s")
 

@@ -208,7 +208,7 @@ def _make_handler(hub: FakeHub, role: str):
                 page = entries[start:start + hub.page_size]
                 if start + hub.page_size < len(entries):
                     nxt = "%s%s?recursive=True&expand=False&cursor=%d" % (hub.endpoint, url.path,
-                                                                           start + hub.page_size)
+                                                                          start + hub.page_size)
                     headers["Link"] = '<%s>; rel="next"' % nxt
                 entries = page
             return self._send(200, json.dumps(entries).encode(), headers, head)

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils import _manifest as m
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 
 def sha(data: bytes) -> str:

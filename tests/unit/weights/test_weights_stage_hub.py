@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("huggingface_hub")
 
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils import _staging  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._staging import HubSource, Stager  # noqa: E402
 
 IGNORE = ["original/*", "README.md"]
@@ -88,7 +88,7 @@ def test_transient_error_and_corrupt_body_are_retried(fake_hub, tmp_path):
     assert r["changed"]
     assert fake_hub.gets(shard) == 2 and fake_hub.gets("params.json") == 2
     check_staged(fake_hub, str(tmp_path / "m"), [p for p in fake_hub.files if p not in ("README.md",)
-                                                  and not p.startswith("original/")])
+                                                 and not p.startswith("original/")])
 
 
 def test_persistent_corruption_fails_naming_the_file(fake_hub, tmp_path):

@@ -11,8 +11,8 @@ import pytest
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._staging import (
     LocalSource,
-    Stager,
     StageLock,
+    Stager,
     copy_and_hash,
     filter_paths,
 )
