@@ -53,13 +53,19 @@ syntax: venv
 lint: venv
 	$(BIN)/ansible-lint --profile production
 
+# ruff, then ansible-test sanity (validate-modules, pylint, pep8, ...) on a copy of the checkout.
+.PHONY: sanity
+sanity: venv
+	$(BIN)/ruff check --no-cache
+	bash tests/sanity.sh
+
 build: venv
 	bash tests/check-collection.sh
 
 molecule: venv host-deps
 	bash tests/molecule-run.sh
 
-test: unit syntax lint build molecule
+test: unit syntax lint sanity build molecule
 
 clean:
 	rm -rf .build .pytest_cache

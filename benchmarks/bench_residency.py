@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Page-cache residency measurement (cache_warmth's measurer) versus util-linux `fincore`, in one run.
 
     python3 benchmarks/bench_residency.py [--files 16] [--file-gib 4] [--warm-gib 1] [--repeat 5]
@@ -36,7 +36,7 @@ print(sum(pc.measure_file(p, psize=ps).resident_bytes(ps) for p in sys.argv[2:])
 
 def best(fn, repeat):
     times, out = [], None
-    for _ in range(repeat):
+    for _round in range(repeat):
         t = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t)
@@ -44,7 +44,7 @@ def best(fn, repeat):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--files", type=int, default=16)
     ap.add_argument("--file-gib", type=float, default=4.0)
     ap.add_argument("--warm-gib", type=float, default=1.0, help="how much to read into the cache first")

@@ -31,7 +31,7 @@ def atomic_write(path: str, data: bytes | str, mode: int = 0o644) -> None:
         data = data.encode("utf-8")
     d = os.path.dirname(path) or "."
     os.makedirs(d, exist_ok=True)
-    tmp = os.path.join(d, ".%s.tmp-%d" % (os.path.basename(path), os.getpid()))
+    tmp = os.path.join(d, f".{os.path.basename(path)}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)

@@ -23,7 +23,10 @@ import os
 import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, fsync_dir  # noqa: F401  (re-exported for _staging)
+from ansible_collections.lanekit.serving.plugins.module_utils._files import (  # pylint: disable=unused-import
+    atomic_write,
+    fsync_dir,  # noqa: F401  (re-exported for _staging)
+)
 
 MANIFEST_NAME = "MANIFEST.json"
 SUMS_NAME = "SHA256SUMS"

@@ -254,9 +254,9 @@ def measure_file(path, method="auto", psize=None) -> FileResidency:
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError as exc:
-            return FileResidency(path, 0, 0, None, "unknown", "cannot open (%s)" % exc.strerror)
+            return FileResidency(path, 0, 0, None, "unknown", f"cannot open ({exc.strerror})")
     except OSError as exc:
-        return FileResidency(path, 0, 0, None, "unknown", "cannot open (%s)" % exc.strerror)
+        return FileResidency(path, 0, 0, None, "unknown", f"cannot open ({exc.strerror})")
     try:
         st = os.fstat(fd)
         return measure_fd(fd, path, st.st_size, method=method, st=st, psize=psize)
@@ -513,7 +513,7 @@ def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_byte
                     pos += got
         except OSError as exc:
             with lock:
-                res.errors.append("%s: %s" % (exc.filename or "read", exc.strerror or exc))
+                res.errors.append(f"{exc.filename or 'read'}: {exc.strerror or exc}")
             stop.set()
         finally:
             for fd in fds.values():
@@ -521,7 +521,7 @@ def warm_files(files, threads=4, block_size=16 * MIB, floor_bytes=0, budget_byte
             if null_fd is not None:
                 os.close(null_fd)
 
-    ths = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, threads))]
+    ths = [threading.Thread(target=worker, daemon=True) for _slot in range(max(1, threads))]
     for t in ths:
         t.start()
     for t in ths:

@@ -27,7 +27,9 @@ description:
   - O(state=evicted) releases this lane's files from the page cache with C(posix_fadvise(DONTNEED)), and
     only them. The module never touches the kernel's global cache controls and never evicts other files.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 options:
   path:
     description:

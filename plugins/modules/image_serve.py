@@ -23,7 +23,9 @@ description:
   - Exits when O(clients) targets have finished (loaded, or failed for good), after O(idle_timeout)
     seconds without any connection, or after O(max_seconds); the spool file is then deleted.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 options:
   ref:
     description: The image to serve; it must exist on this node.
@@ -248,10 +250,10 @@ class SaveSpool:
         if not index or len(index["layers"]) != layer_count:
             return None
         skipped = set(index["layers"][:skip]) - set(index["layers"][skip:])
-        kept_links = {link for name, _, _, link in index["entries"] if link and name not in skipped}
+        kept_links = {link for name, _start, _end, link in index["entries"] if link and name not in skipped}
         skipped -= kept_links
         ranges: list = []
-        for name, start, end, _ in index["entries"]:
+        for name, start, end, _link in index["entries"]:
             if name in skipped:
                 continue
             if ranges and ranges[-1][1] == start:

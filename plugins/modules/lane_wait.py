@@ -112,7 +112,9 @@ notes:
 seealso:
   - module: lanekit.serving.rank_status
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 attributes:
   check_mode:
     support: none

@@ -30,7 +30,9 @@ description:
   - Run it once per lane on the staging host (the C(weights_staging) inventory group), never once per rank.
     Long stages should run with C(async).
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 requirements:
   - C(huggingface_hub) on the staging host, for O(source=hf) only.
 options:
@@ -308,7 +310,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._staging import ( 
 )
 
 try:
-    import huggingface_hub  # noqa: F401  (imported for real by HubSource when source=hf)
+    # Imported for real by HubSource when source=hf; here only to say whether it is installed.
+    import huggingface_hub  # noqa: F401  # pylint: disable=unused-import
     HAS_HF = True
     HF_IMPORT_ERROR = None
 except ImportError:
@@ -373,13 +376,12 @@ def main():
     except LanekitError as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:
-        module.fail_json(msg="Staging into %s failed: %s (%s)." % (p["dest"], exc.strerror or exc,
-                                                                   exc.filename or p["dest"]))
+        module.fail_json(msg=f"Staging into {p['dest']} failed: {exc.strerror or exc} ({exc.filename or p['dest']}).")
     if result.get("extra_files"):
-        module.warn("%d file(s) in %s are not part of the staged checkpoint (%s%s)%s." % (
-            len(result["extra_files"]), p["dest"], ", ".join(result["extra_files"][:5]),
-            ", ..." if len(result["extra_files"]) > 5 else "",
-            "; removed" if result.get("pruned") else "; set prune=true to remove them"))
+        extra = result["extra_files"]
+        listed = ", ".join(extra[:5]) + (", ..." if len(extra) > 5 else "")
+        outcome = "; removed" if result.get("pruned") else "; set prune=true to remove them"
+        module.warn(f"{len(extra)} file(s) in {p['dest']} are not part of the staged checkpoint ({listed}){outcome}.")
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(**result)

@@ -21,7 +21,9 @@ description:
     page cache the GPU then cannot use; hashing belongs on the staging host.
   - Fails with a sentence naming the missing or wrong files.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 options:
   path:
     description:

@@ -96,7 +96,8 @@ def args(**kw):
     return base
 
 
-def make_ctx(tmp_path, script, me="spark-01", plan=PLAN, **kw):
+def make_ctx(tmp_path, script, me="spark-01", plan=None, **kw):
+    plan = PLAN if plan is None else plan
     action = FakeAction(str(tmp_path / ("node-" + me)), script)
     os.makedirs(action._connection.node_dir, exist_ok=True)
     ranks = lw.plan_ranks(plan)
@@ -201,8 +202,8 @@ def test_follower_helps_with_the_bundle(tmp_path):
         lambda a: {"containers": [container("lk-r1", crash, "exited", 1)], "now": 1793342500.0, "health": {},
                    "meminfo": {}},
     ]
-    lead, _ = make_ctx(tmp_path, lead_script, me="spark-01", plan=plan, sync_timeout_s=3.0)
-    follower, _ = make_ctx(tmp_path, follow_script, me="spark-02", plan=plan)
+    lead, _lead_module = make_ctx(tmp_path, lead_script, me="spark-01", plan=plan, sync_timeout_s=3.0)
+    follower, _follower_module = make_ctx(tmp_path, follow_script, me="spark-02", plan=plan)
     results = {}
     thread = threading.Thread(target=lambda: results.setdefault("follower", follower.wait({})))
     thread.start()

@@ -93,8 +93,8 @@ def default_files():
         "consolidated.safetensors.index.json": json.dumps({"weight_map": {
             "layers.0.w": "consolidated-00001-of-00002.safetensors",
             "layers.1.w": "consolidated-00002-of-00002.safetensors"}}).encode(),
-        "consolidated-00001-of-00002.safetensors": bytes(rnd.getrandbits(8) for _ in range(300_000)),
-        "consolidated-00002-of-00002.safetensors": bytes(rnd.getrandbits(8) for _ in range(200_001)),
+        "consolidated-00001-of-00002.safetensors": bytes(rnd.getrandbits(8) for _byte in range(300_000)),
+        "consolidated-00002-of-00002.safetensors": bytes(rnd.getrandbits(8) for _byte in range(200_001)),
         "README.md": b"# tiny\n",
         "original/extra.pth": b"x" * 2048,
     }

@@ -47,7 +47,7 @@ def test_stage_from_hub_then_rerun_needs_no_network(fake_hub, tmp_path):
     assert r["changed"] and r["files_fetched"] == len(names)
     assert r["huggingface_hub_version"]
     check_staged(fake_hub, dest, names)
-    kinds = [k for (_, k, _) in fake_hub.log]
+    kinds = [k for (_method, k, _path) in fake_hub.log]
     assert kinds[:2] == ["info", "tree"]
     assert all(t == "Bearer hf_test_token" for t in fake_hub.tokens_seen)
     assert "hf_test_token" not in json.dumps(r)
@@ -158,5 +158,5 @@ def test_killed_download_resumes_per_file(fake_hub, tmp_path):
     assert fake_hub.gets("consolidated-00001-of-00002.safetensors") == 1  # not fetched again
     assert fake_hub.gets(slow) == 2
     check_staged(fake_hub, dest, [p for p in fake_hub.files if p != "README.md" and not p.startswith("original/")])
-    assert not [p for p in Path(dest).rglob("*.incomplete")]  # the killed run's partial download is gone
-    assert not [p for p in Path(dest, ".lanekit", "tmp").iterdir()]
+    assert not list(Path(dest).rglob("*.incomplete"))  # the killed run's partial download is gone
+    assert not list(Path(dest, ".lanekit", "tmp").iterdir())

@@ -205,7 +205,7 @@ VLLM_FLAGS = [
     (("--enable-flashinfer-autotune",), "bool"), (("--weight-transfer-config",), "json"),
 ]
 
-VLLM_JSON_FLAGS = {names[0] for names, kind, *_ in VLLM_FLAGS if kind == "json"}
+VLLM_JSON_FLAGS = {names[0] for names, kind, *_rest in VLLM_FLAGS if kind == "json"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,7 +431,7 @@ def sglang_parser(prog: str, model_positional: bool) -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------
 # vLLM FlexibleArgumentParser preprocessing
 
-_VLLM_KNOWN = {n for names, *_ in VLLM_FLAGS for n in names}
+_VLLM_KNOWN = {n for names, *_rest in VLLM_FLAGS for n in names}
 
 
 def vllm_preprocess(argv: list[str], prog: str = "vllm serve") -> list[str]:

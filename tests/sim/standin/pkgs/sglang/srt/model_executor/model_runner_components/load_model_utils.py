@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
+import os  # noqa: F401  # pylint: disable=unused-import  # the real module imports it; patches may use it
 
 from lanekit_standin import distshim as dist
 from lanekit_standin.distshim import get_tp_group
@@ -46,6 +46,3 @@ def dist_barrier_after_load(
                 f"TP rank {tp_rank} could finish the model loading, but there are other ranks that didn't finish "
                 "loading. It is likely due to unexpected failures (e.g., OOM) or a slow node."
             ) from None
-
-
-_ = os  # the real module imports os; patches may rely on it
