@@ -35,8 +35,9 @@ EOF
 python_version=$("$bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 
 # ansible-test bootstraps pip in its venvs with a script from ci-files.testing.ansible.com, which is
-# unreachable from our build machines; it uses a cached copy when there is one, so offer ours.
-pip_version=$("$bin/python" - "$python_version" <<'EOF'
+# unreachable from our build machines; it uses a cached copy when there is one, so offer ours. The pip
+# version comes from ansible-test's internals: if they move, skip this and let ansible-test download.
+pip_version=$("$bin/python" - "$python_version" 2>/dev/null <<'EOF' || true
 import sys
 from types import SimpleNamespace
 from ansible_test._internal.python_requirements import get_venv_packages
@@ -44,7 +45,7 @@ print(get_venv_packages(SimpleNamespace(version=sys.argv[1]))["pip"])
 EOF
 )
 get_pip=$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py
-if [[ ! -e $get_pip ]]; then
+if [[ -n $pip_version && ! -e $get_pip ]]; then
   mkdir -p "$(dirname "$get_pip")"
   cp tests/sanity/get_pip.py "$get_pip"
   echo "sanity: ansible-test will bootstrap pip $pip_version with tests/sanity/get_pip.py ($get_pip)"
