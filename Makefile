@@ -55,13 +55,19 @@ lint: venv
 	$(BIN)/ansible-lint --profile production
 	$(BIN)/antsibull-changelog lint
 
+# ruff, then ansible-test sanity (validate-modules, pylint, pep8, ...) on a copy of the checkout.
+.PHONY: sanity
+sanity: venv
+	$(BIN)/ruff check --no-cache
+	bash tests/sanity.sh
+
 build: venv
 	bash tests/check-collection.sh
 
 molecule: venv host-deps
 	bash tests/molecule-run.sh
 
-test: unit syntax lint build molecule
+test: unit syntax lint sanity build molecule
 
 # Generate CHANGELOG.md and changelogs/changelog.yaml from changelogs/fragments/ (no release).
 changelog: venv

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # Copyright: lanekit developers
 # Apache-2.0
 """Benchmark: distribute a >= 1 GiB image to the 8 simulated nodes.
@@ -162,7 +162,7 @@ def run_role(playbook: str, plan_image: dict, method: str, label: str, delta: bo
     if said:
         recap += ["  nodes:"] + ["    " + line for line in said]
     if "TASKS RECAP" in done.stdout:
-        top = lines[lines.index(next(l for l in lines if l.startswith("TASKS RECAP"))) + 3:][:5]
+        top = lines[lines.index(next(text for text in lines if text.startswith("TASKS RECAP"))) + 3:][:5]
         recap += ["  slowest tasks:"] + ["    " + line for line in top]
     return seconds, "\n".join(recap)
 
@@ -200,7 +200,7 @@ def image_bytes(ref: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--blob-mib", type=int, default=1024, help="random payload in MiB (default 1024)")
     parser.add_argument("--method", choices=["stream", "registry"], default="stream")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark image on the nodes")

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Staging with verification (weights_stage) versus `cp -r` + `sha256sum`, in one run.
 
     python3 benchmarks/bench_stage.py [--size-gib 4] [--shards 8] [--workers 2] [--workdir DIR]
@@ -31,7 +31,7 @@ from _common import GIB, MIB, ROOT, evict, import_collection, write_filler  # no
 
 def files_under(d):
     out = []
-    for root, _, names in os.walk(d):
+    for root, _dirs, names in os.walk(d):
         for n in sorted(names):
             out.append(os.path.join(root, n))
     return sorted(out)
@@ -81,7 +81,7 @@ def make_checkpoint(out, size_gib, shards):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--size-gib", type=float, default=4.0, help="checkpoint size (default 4; 0.5 for a quick run)")
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--workers", type=int, default=2, help="weights_stage workers (default 2 = this machine's cores)")
@@ -113,10 +113,10 @@ def main():
 
     def baseline():
         evict(src_files)
-        t_cp, _ = timed(lambda: subprocess.run(["cp", "-r", src, dst_cp], check=True))
-        t_sync, _ = timed(lambda: subprocess.run(["sync"], check=True))
+        t_cp, _proc = timed(lambda: subprocess.run(["cp", "-r", src, dst_cp], check=True))
+        t_sync, _proc = timed(lambda: subprocess.run(["sync"], check=True))
         cp_files = files_under(dst_cp)
-        t_sum, _ = timed(lambda: subprocess.run(["sha256sum"] + cp_files, check=True, stdout=subprocess.DEVNULL))
+        t_sum, _proc = timed(lambda: subprocess.run(["sha256sum"] + cp_files, check=True, stdout=subprocess.DEVNULL))
         evict(cp_files)
         rmtree(dst_cp)
         subprocess.run(["sync"], check=True)

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Page-cache warming (cache_warmth's warmer) versus `cat files > /dev/null`, in one run.
 
     python3 benchmarks/bench_warm.py [--files 8] [--file-mib 512] [--threads 4] [--rounds 2]
@@ -20,7 +20,7 @@ from _common import GIB, MIB, evict, import_collection, write_filler  # noqa: E4
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--files", type=int, default=8)
     ap.add_argument("--file-mib", type=int, default=512, help="default 8 x 512 MiB = 4 GiB; 64 for a quick run")
     ap.add_argument("--threads", type=int, default=4)

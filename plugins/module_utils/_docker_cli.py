@@ -147,7 +147,7 @@ def pin_mismatch(pin: dict, content_hash: str, rootfs: str | None = None) -> str
 def registry_digest_for(repo_digests: list, repository: str) -> str:
     """The ``sha256:...`` digest recorded for ``repository`` in ``RepoDigests``, or ''."""
     for item in repo_digests or []:
-        name, _, digest = item.partition("@")
+        name, _at, digest = item.partition("@")
         if name == repository and digest:
             return digest
     return ""
@@ -297,14 +297,14 @@ class DockerCLI:
 
     def images_with_label(self, key: str, value: str) -> list[str]:
         """Ids of the local images labelled ``key=value``."""
-        _, out, _ = self.run(["image", "ls", "--no-trunc", "--quiet", "--filter", f"label={key}={value}"],
-                             record=False, what="listing images")
+        _rc, out, _err = self.run(["image", "ls", "--no-trunc", "--quiet", "--filter", f"label={key}={value}"],
+                                  record=False, what="listing images")
         return sorted({line.strip() for line in out.splitlines() if line.strip()})
 
     def server_arch(self) -> str:
         """The engine's architecture in Go names (``amd64``, ``arm64``)."""
-        _, out, _ = self.run(["version", "--format", "{{json .Server}}"], record=False,
-                             what="asking the docker engine for its version")
+        _rc, out, _err = self.run(["version", "--format", "{{json .Server}}"], record=False,
+                                  what="asking the docker engine for its version")
         try:
             server = json.loads(out) or {}
         except ValueError:
@@ -318,11 +318,11 @@ class DockerCLI:
         self.run(["image", "tag", source, target], what=f"docker tag {source} {target}")
 
     def pull(self, ref: str) -> str:
-        _, out, _ = self.run(["image", "pull", ref], what=f"docker pull {ref}")
+        _rc, out, _err = self.run(["image", "pull", ref], what=f"docker pull {ref}")
         return out
 
     def push(self, ref: str) -> str:
-        _, out, _ = self.run(["image", "push", ref], what=f"docker push {ref}")
+        _rc, out, _err = self.run(["image", "push", ref], what=f"docker push {ref}")
         return out
 
     def probe_exec(self, ref: str, command: list[str], timeout: float, interval: float = 2.0,

@@ -15,7 +15,13 @@ This lives apart from ``_docker_cli`` so that the CLI wrapper and the stream pro
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import LABEL_CONTENT_HASH, DockerCLI, image_pin, pin_mismatch
+
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
+    LABEL_CONTENT_HASH,
+    DockerCLI,
+    image_pin,
+    pin_mismatch,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 

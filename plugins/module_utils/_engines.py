@@ -15,8 +15,8 @@ engines' own documentation (``shared/reference/launch.md``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 

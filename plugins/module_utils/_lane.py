@@ -344,7 +344,7 @@ def load_lane(lanes_dir: str, lane_name: str, overrides: list[tuple[str, object]
     layers = Layers(path, data, parsed)
     lane = validate(layers, lane_name)
     lane["_source"] = path
-    lane["_layers"] = [name for name, _ in layers.layers]
+    lane["_layers"] = [name for name, _layer in layers.layers]
     return lane
 
 

@@ -537,7 +537,7 @@ def warm_files(files: Iterable[tuple[str, int]], threads: int = 4, block_size: i
             if null_fd is not None:
                 os.close(null_fd)
 
-    ths = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, threads))]
+    ths = [threading.Thread(target=worker, daemon=True) for _slot in range(max(1, threads))]
     for t in ths:
         t.start()
     for t in ths:

@@ -241,9 +241,9 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             # Workers answer HTTP only where the engine runs a health server on them (SGLang; not vLLM).
             "health_port": lane["serve"]["port"] if (rank == 0 or engine.workers_serve_health) else None,
         }
-        spec_hash = _hash({k: spec[k] for k in ("image", "entrypoint", "command", "env", "mounts", "network_mode",
-                                                 "ipc_mode", "gpus", "devices", "cap_add", "ulimits", "shm_size",
-                                                 "extra_docker_args", "container_name")})
+        spec_hash = _hash({k: spec[k] for k in (
+            "image", "entrypoint", "command", "env", "mounts", "network_mode", "ipc_mode", "gpus", "devices",
+            "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")})
         spec["spec_hash"] = spec_hash
         spec["labels"] = {
             f"{LABEL}.lane": lane["lane"],
@@ -400,7 +400,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     plan = render(lane, profile, image, host_specs, cluster, lanes, reports_root)
     plan["memory"] = _lint.kv_assessment(lane, profile)
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
-                                                         "device_memory_gib", "admission_free_gib", "unified_memory")}
+                                                        "device_memory_gib", "admission_free_gib", "unified_memory")}
     plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}
     plan["layers"] = lane["_layers"]
     return plan, findings

@@ -25,8 +25,8 @@ Pure: no I/O, no Ansible imports.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 

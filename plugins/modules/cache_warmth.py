@@ -27,7 +27,9 @@ description:
   - O(state=evicted) releases this lane's files from the page cache with C(posix_fadvise(DONTNEED)), and
     only them. The module never touches the kernel's global cache controls and never evicts other files.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 options:
   path:
     description:
@@ -215,7 +217,8 @@ budget:
       unified memory, C(MemAvailable) with a discrete GPU).
   returned: always
   type: dict
-  sample: {memory_fraction: 0.89, device_memory: 130663014400, engine_claim: 116290082816, headroom: 4294967296, memfree_floor: 120585050112, floor_on: MemFree, budget: 0}
+  sample: {memory_fraction: 0.89, device_memory: 130663014400, engine_claim: 116290082816, headroom: 4294967296,
+           memfree_floor: 120585050112, floor_on: MemFree, budget: 0}
 meminfo_before:
   description: MemTotal, MemFree, MemAvailable, Cached (bytes and GiB) and MemAvailable minus MemFree before.
   returned: always
@@ -249,7 +252,9 @@ would_evict_bytes:
   returned: check mode and O(state=evicted)
   type: int
 missing_files:
-  description: Manifest files that cannot be opened on this node; they are left out (M(lanekit.serving.weights_verify) is the gate for them).
+  description: >-
+    Manifest files that cannot be opened on this node; they are left out (M(lanekit.serving.weights_verify) is the
+    gate for them).
   returned: always
   type: list
   elements: str
@@ -267,9 +272,9 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.lanekit.serving.plugins.module_utils import _pagecache as pc
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._manifest import MANIFEST_NAME, load_manifest
-from ansible_collections.lanekit.serving.plugins.module_utils import _pagecache as pc
 
 GIB = pc.GIB
 MIB = pc.MIB

@@ -25,7 +25,9 @@ description:
   - A tag that points at another image (same name, other content) is repaired the same way; the
     other image is left in place, untagged, and no container is touched.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 options:
   ref:
     description: The image reference, C(lanekit/<name>:<content hash 12>).
@@ -181,6 +183,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
     STREAM_MAGIC,
     DockerCLI,
@@ -192,7 +195,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     send_line,
     tail,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+    DockerManager,
+    pin_options,
+    run_docker_module,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 
@@ -243,11 +250,11 @@ class ImageDistributor(DockerManager):
     def _present_chains(self) -> list:
         """Chain IDs of every layer stack the local images hold (empty if they cannot be listed)."""
         try:
-            _, out, _ = self.docker.run(["image", "ls", "--all", "--quiet", "--no-trunc"], record=False)
+            _rc, out, _err = self.docker.run(["image", "ls", "--all", "--quiet", "--no-trunc"], record=False)
             ids = sorted({line.strip() for line in out.splitlines() if line.strip()})
             if not ids:
                 return []
-            rc, out, _ = self.docker.run(["image", "inspect"] + ids, check=False, record=False)
+            rc, out, _err = self.docker.run(["image", "inspect"] + ids, check=False, record=False)
             images = json.loads(out) if rc == 0 else []
         except (LanekitError, ValueError):
             return []

@@ -17,7 +17,9 @@ description:
   - Never changes anything. The M(lanekit.serving.image) role runs it on every node before and
     after distributing, to skip current nodes and to name the nodes whose pin differs.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 options:
   ref:
     description: The image reference, for example C(lanekit/mistral-large4-vllm:0123456789ab).
@@ -109,7 +111,11 @@ engine:
       type: str
 """
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+    DockerManager,
+    pin_options,
+    run_docker_module,
+)
 
 
 class ImageInfo(DockerManager):

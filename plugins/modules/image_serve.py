@@ -24,7 +24,9 @@ description:
   - Exits when O(clients) targets have finished (loaded, or failed for good), after O(idle_timeout)
     seconds without any connection, or after O(max_seconds); the spool file is then deleted.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 options:
   ref:
     description: The image to serve; it must exist on this node.
@@ -135,6 +137,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
     STREAM_MAGIC,
     DockerCLI,
@@ -146,7 +149,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     send_line,
     tail,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, pin_options, run_docker_module
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+    DockerManager,
+    pin_options,
+    run_docker_module,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 CHUNK = 4 << 20
@@ -243,10 +250,10 @@ class SaveSpool:
         if not index or len(index["layers"]) != layer_count:
             return None
         skipped = set(index["layers"][:skip]) - set(index["layers"][skip:])
-        kept_links = {link for name, _, _, link in index["entries"] if link and name not in skipped}
+        kept_links = {link for name, _start, _end, link in index["entries"] if link and name not in skipped}
         skipped -= kept_links
         ranges: list = []
-        for name, start, end, _ in index["entries"]:
+        for name, start, end, _link in index["entries"]:
             if name in skipped:
                 continue
             if ranges and ranges[-1][1] == start:
@@ -418,7 +425,7 @@ class ImageServer(DockerManager):
                     break
                 try:
                     conn, address = listener.accept()
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 with self.lock:
                     self.active += 1

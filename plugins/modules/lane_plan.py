@@ -72,7 +72,9 @@ attributes:
     support: full
     details: The same lane, layers and inventory render the same plan; O(plan_file) is rewritten only when its content differs.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 """
 
 EXAMPLES = r"""

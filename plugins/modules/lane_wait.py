@@ -112,7 +112,9 @@ seealso:
   - module: lanekit.serving.rank_status
   - module: lanekit.serving.lane_status
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 attributes:
   check_mode:
     support: none

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Write a synthetic checkpoint in the Mistral "consolidated" layout (a TEST FIXTURE, not a model).
 
     python3 tests/sim/make_checkpoint.py --out DIR [--size-mib N] [--shards K] [--seed S]
@@ -61,8 +61,8 @@ def tensor_plan(size_mib: float):
             n *= d
         return n
 
-    budget = size_mib * MiB - sum(nbytes(s) for _, s in fixed + tail)
-    layer_bytes = sum(nbytes(s) for _, s in per_layer)
+    budget = size_mib * MiB - sum(nbytes(s) for _name, s in fixed + tail)
+    layer_bytes = sum(nbytes(s) for _name, s in per_layer)
     n_layers = max(1, int(round(budget / layer_bytes)))
     tensors = list(fixed)
     for i in range(n_layers):
@@ -77,7 +77,7 @@ def tensor_plan(size_mib: float):
 def shard_split(tensors, nbytes, k: int):
     """Contiguous groups of tensors with about equal bytes; never an empty shard."""
     k = max(1, min(k, len(tensors)))
-    total = sum(nbytes(s) for _, s in tensors)
+    total = sum(nbytes(s) for _name, s in tensors)
     groups, cur, acc = [], [], 0
     for idx, (name, shape) in enumerate(tensors):
         cur.append((name, shape))
@@ -185,12 +185,12 @@ def build(out: str, size_mib: float = 32, shards: int = 4, seed: int = 0) -> dic
         name = f"consolidated-{i:05d}-of-{k:05d}.safetensors"
         path = os.path.join(out, name)
         header_len = len(next(shard_chunks(group, nbytes, seed)))
-        size = header_len + sum(nbytes(s) for _, s in group)
-        total += sum(nbytes(s) for _, s in group)
+        size = header_len + sum(nbytes(s) for _name, s in group)
+        total += sum(nbytes(s) for _name, s in group)
         if ensure(path, lambda g=group: shard_chunks(g, nbytes, seed), size):
             written.append(name)
         files.append(name)
-        for tname, _ in group:
+        for tname, _shape in group:
             weight_map[tname] = name
     docs = {
         "consolidated.safetensors.index.json": {"metadata": {"total_size": total, "lanekit": LABEL},

@@ -30,7 +30,7 @@ def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly(s
     assert_no_traceback(proc.stdout)
     assert "is ready" in flat(proc.stdout)
     ranks = lane_containers(SGLANG_LANE)
-    assert len(ranks) == 8 and all(state == "running" for _, state in ranks.values()), ranks
+    assert len(ranks) == 8 and all(state == "running" for _node, state in ranks.values()), ranks
 
     sglang_plan = plan(SGLANG_LANE)
     assert [p["file"] for p in sglang_plan["image"]["patches"]] == ["patches/patch_barrier_timeout.py"]

@@ -8,7 +8,10 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
-    deep_merge, load_lane, parse_overrides, render_args,
+    deep_merge,
+    load_lane,
+    parse_overrides,
+    render_args,
 )
 
 from .helpers import LANES, SGLANG, VLLM

@@ -4,10 +4,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _lint
-
-from .helpers import SGLANG, VLLM, plan, spark8_hosts
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
-from .helpers import IMAGES, LANES
+
+from .helpers import IMAGES, LANES, SGLANG, VLLM, plan, spark8_hosts
 
 
 def errors(lane, overrides=None, purpose="deploy", **kw):

@@ -86,14 +86,14 @@ def test_one_flag_changes_every_spec_hash_and_nothing_else_changes_them():
     assert [s["spec_hash"] for s in specs] == [s["spec_hash"] for s in specs_again]
     assert base["plan_hash"] == again["plan_hash"]
     changed, changed_specs = ranks(VLLM, overrides={"serve": {"args": {"--max-num-seqs": 64}}})
-    assert all(a["spec_hash"] != b["spec_hash"] for a, b in zip(specs, changed_specs))
+    assert all(a["spec_hash"] != b["spec_hash"] for a, b in zip(specs, changed_specs, strict=True))
     assert changed["plan_hash"] != base["plan_hash"]
 
 
 def test_host_override_changes_only_that_rank():
     _base, specs = ranks(VLLM)
     _other, other = ranks(VLLM, host_overrides={"spark-05": {"serve": {"env": {"NCCL_DEBUG": "INFO"}}}})
-    changed = [s["host"] for s, t in zip(specs, other) if s["spec_hash"] != t["spec_hash"]]
+    changed = [s["host"] for s, t in zip(specs, other, strict=True) if s["spec_hash"] != t["spec_hash"]]
     assert changed == ["spark-05"]
 
 
@@ -109,6 +109,7 @@ def test_plan_owned_flag_in_lane_is_refused():
 
 def test_missing_fabric_ip_names_the_host():
     from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
+
     from .helpers import IMAGES, LANES, spark8_hosts
     hosts = spark8_hosts()
     del hosts[2]["vars"]["fabric_ip"]

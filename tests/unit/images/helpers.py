@@ -112,7 +112,7 @@ class FakeEngine:
             if "--filter" not in args:
                 return 0, "\n".join(sorted({i["Id"] for i in self.images.values()})), ""
             wanted = args[-1].split("=", 1)[1]
-            key, _, value = wanted.partition("=")
+            key, _eq, value = wanted.partition("=")
             ids = [i["Id"] for i in self.images.values() if i["Config"]["Labels"].get(key) == value]
             return 0, "\n".join(sorted(set(ids))), ""
         if args[:1] == ["build"]:

@@ -121,7 +121,7 @@ def test_probe_gives_up_after_the_timeout_with_a_sentence():
     clock = Clock()
     with pytest.raises(DockerError) as err:
         DockerCLI(FakeModule(responder=engine)).probe_exec("lanekit/x:1", ["/bin/sh", "-c", "true"], timeout=120,
-                                                            interval=2, sleep=clock.sleep, clock=clock)
+                                                           interval=2, sleep=clock.sleep, clock=clock)
     text = str(err.value)
     assert "cannot run lanekit/x:1" in text and "no such file" in text and "docker image rm lanekit/x:1" in text
     assert clock.now <= 120

@@ -75,7 +75,7 @@ def test_manager_pin_of_the_ref_option_or_another_image():
 def test_manager_pin_problem_checks_rootfs_when_given():
     engine = FakeEngine()
     engine.add(REF, labels={"io.lanekit.content-hash": HASH})
-    mgr, _ = manager(engine, rootfs="sha256:" + "0" * 64)
+    mgr, _module = manager(engine, rootfs="sha256:" + "0" * 64)
     assert "rebuilt elsewhere" in mgr.pin_problem(mgr.inspect_pin())
 
 
@@ -166,7 +166,7 @@ def test_image_info_names_a_local_copy_when_only_the_tag_is_missing():
     is repaired by a re-tag: image_info says so, and the role leaves it out of the stream's clients."""
     engine = FakeEngine()
     kept = engine.add("lanekit/thin:kept-under-another-name", labels={"io.lanekit.content-hash": HASH})
-    info, _ = manager(engine, cls=ImageInfo)
+    info, _module = manager(engine, cls=ImageInfo)
     result = info.run()
     assert result["current"] is False and "not present" in result["mismatch"]
     assert result["local_copy"] == kept["Id"]

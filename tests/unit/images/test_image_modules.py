@@ -142,7 +142,7 @@ def test_builder_of_another_architecture_stops_the_build(tmp_path):
 
 
 def test_controller_and_builder_must_agree_on_the_hash(tmp_path):
-    manager, _ = builder(tmp_path, FakeEngine(), expected_content_hash="0" * 64)
+    manager, _module = builder(tmp_path, FakeEngine(), expected_content_hash="0" * 64)
     with pytest.raises(LanekitError) as err:
         manager.run()
     assert "differs from images/thin" in str(err.value)
@@ -164,7 +164,7 @@ def test_lock_update_accepts_and_returns_the_new_document(tmp_path):
     engine = FakeEngine()
     engine.add(BASE)
     lock = {"version": 1, "name": "thin", "arches": {"amd64": {"content_hash": "0" * 64},
-                                                      "arm64": {"content_hash": "1" * 64}}}
+                                                     "arm64": {"content_hash": "1" * 64}}}
     result = builder(tmp_path, engine, lock=lock, lock_update=True)[0].run()
     assert result["lock_status"] == "update"
     assert result["lock_document"]["arches"]["arm64"] == {"content_hash": "1" * 64}
@@ -201,7 +201,7 @@ def test_refused_patch_is_reported_as_such(tmp_path):
     engine.add(BASE)
     engine.build_result = lambda argv: (1, "Step 4/12 : RUN python3 /opt/lanekit/patches/p.py\n"
                                            "patch_barrier_timeout: cannot patch: the line 'X = 480' was not found.\n", "")
-    manager, _ = builder(tmp_path, engine)
+    manager, _module = builder(tmp_path, engine)
     with pytest.raises(LanekitError) as err:
         manager.run()
     text = str(err.value)
@@ -270,7 +270,7 @@ def test_tag_replaced_by_another_image_is_repaired_by_retagging_a_local_copy():
     engine = FakeEngine()
     good = engine.add("reg:5000/lanekit/thin:aaaaaaaaaaaa", labels={"io.lanekit.content-hash": HASH})
     engine.add("lanekit/thin:aaaaaaaaaaaa", labels={"io.lanekit.content-hash": "b" * 64})
-    manager, _ = distributor(engine, rootfs=image_pin(good)["rootfs"])
+    manager, _module = distributor(engine, rootfs=image_pin(good)["rootfs"])
     result = manager.run()
     assert result["action"] == "retagged" and result["pin"]["content_hash"] == HASH
     assert "points at another image" in result["reason"]
@@ -279,7 +279,7 @@ def test_tag_replaced_by_another_image_is_repaired_by_retagging_a_local_copy():
 def test_same_label_but_other_layers_is_not_current():
     engine = FakeEngine()
     engine.add("lanekit/thin:aaaaaaaaaaaa", labels={"io.lanekit.content-hash": HASH})
-    manager, _ = distributor(engine, rootfs="sha256:" + "0" * 64, check_mode=True)
+    manager, _module = distributor(engine, rootfs="sha256:" + "0" * 64, check_mode=True)
     result = manager.run()
     assert result["changed"] and result["action"] == "would-fetch" and "other layers" in result["reason"]
 

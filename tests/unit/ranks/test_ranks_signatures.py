@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import pytest
+from ranks_helpers import fixture_lines
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
-from ranks_helpers import fixture_lines
 
 LEDGER = [
     # boot 1: half-unpacked image (docker's start error)
@@ -51,7 +51,7 @@ LEDGER = [
 ]
 
 
-@pytest.mark.parametrize("line,expected", LEDGER, ids=[e for _, e in LEDGER])
+@pytest.mark.parametrize("line,expected", LEDGER, ids=[e for _line, e in LEDGER])
 def test_ledger_lines_are_recognised(line, expected):
     assert expected in sigs.scan_text(line)
 

@@ -115,7 +115,7 @@ def wait_http(url: str, want: int = 200, timeout: float = 20.0, rank: Rank | Non
     deadline = time.monotonic() + timeout
     seen = []
     while time.monotonic() < deadline:
-        status, _, text = http("GET", url)
+        status, _headers, text = http("GET", url)
         if not seen or seen[-1] != status:
             seen.append(status)
         if status == want:

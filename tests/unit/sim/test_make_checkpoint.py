@@ -22,7 +22,7 @@ def make(out, *args):
         r = subprocess.run([PY, MAKE_CHECKPOINT, "--out", str(out), *args[:-1]], capture_output=True, text=True,
                            timeout=60, check=True)
         return json.loads(r.stdout)
-    a = dict(zip(args[::2], args[1::2]))
+    a = dict(zip(args[::2], args[1::2], strict=True))
     return make_checkpoint.build(str(out), float(a.get("--size-mib", 32)), int(a.get("--shards", 4)))
 
 

@@ -12,7 +12,7 @@ INSTALL = os.path.join(STANDIN, "install.sh")
 
 def install(engine, dest):
     env = base_env({"DESTDIR": str(dest), "PYTHON": PY})
-    r = subprocess.run(["sh", INSTALL, engine], env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(["sh", INSTALL, engine], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r
     site = next(line.split("=", 1)[1] for line in (dest / "etc" / "lanekit-standin").read_text().splitlines()
                 if line.startswith("site="))
@@ -20,7 +20,8 @@ def install(engine, dest):
 
 
 def run(argv, site, **kw):
-    return subprocess.run(argv, env=base_env(pythonpath=[site]), capture_output=True, text=True, timeout=30, **kw)
+    return subprocess.run(argv, env=base_env(pythonpath=[site]), capture_output=True, text=True, timeout=30, check=False,
+                          **kw)
 
 
 def test_install_vllm(tmp_path):
@@ -50,7 +51,7 @@ def test_install_sglang(tmp_path):
 
 def test_install_rejects_unknown_engine(tmp_path):
     r = subprocess.run(["sh", INSTALL, "trtllm"], env=base_env({"DESTDIR": str(tmp_path)}), capture_output=True,
-                       text=True, timeout=30)
+                       text=True, timeout=30, check=False)
     assert r.returncode == 2 and "usage:" in r.stderr
 
 
@@ -58,4 +59,4 @@ def test_install_rejects_unknown_engine(tmp_path):
 def test_reinstall_is_clean(tmp_path, engine):
     install(engine, tmp_path)
     site = install(engine, tmp_path)
-    assert not any("__pycache__" in root for root, _, _ in os.walk(os.path.join(site, "lanekit_standin")))
+    assert not any("__pycache__" in root for root, _dirs, _files in os.walk(os.path.join(site, "lanekit_standin")))

@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-
 from standin_helpers import PKGS, STANDIN, base_env, free_port, http, sglang_cmd, wait_http
 
 LMU = os.path.join("sglang", "srt", "model_executor", "model_runner_components", "load_model_utils.py")
@@ -42,7 +41,7 @@ def test_two_ranks_ready_health_and_chat(ranks, ckpt):
     env = base_env({"STANDIN_PHASE_S": "0.3"})   # a visible warm-up window
     head = ranks.start("head", head_argv, env)
     worker = ranks.start("worker", worker_argv, env)
-    seen, _ = wait_http(f"http://127.0.0.1:{hp}/health", 200, rank=head)
+    seen, _body = wait_http(f"http://127.0.0.1:{hp}/health", 200, rank=head)
     assert seen[0] == 0 and 503 in seen, seen          # refused during load, 503 during warm-up, then 200
     head.wait_line(r"The server is fired up and ready to roll!")
     assert wait_http(f"http://127.0.0.1:{wp}/health", 200, rank=worker)[0][-1] == 200
@@ -58,10 +57,10 @@ def test_two_ranks_ready_health_and_chat(ranks, ckpt):
     worker.wait_line(rf"Dummy health check server started in background thread at 127\.0\.0\.1:{wp}")
     assert "TP1] Load weight end." in worker.text()
 
-    status, _, body = http("GET", f"http://127.0.0.1:{hp}/v1/models")
+    status, _headers, body = http("GET", f"http://127.0.0.1:{hp}/v1/models")
     assert status == 200 and json.loads(body)["data"][0]["id"] == "mistral-large-4"
     chat = {"model": "mistral-large-4", "messages": [{"role": "user", "content": "hello"}]}
-    status, _, body = http("POST", f"http://127.0.0.1:{hp}/v1/chat/completions", chat)
+    status, _headers, body = http("POST", f"http://127.0.0.1:{hp}/v1/chat/completions", chat)
     msg = json.loads(body)["choices"][0]["message"]
     assert status == 200 and "stand-in" in msg["content"] and msg["reasoning_content"]
     assert http("GET", f"http://127.0.0.1:{wp}/v1/models")[0] == 404   # workers serve no API
@@ -83,7 +82,7 @@ def test_tokenizer_mode_auto_without_config_json_fails_like_the_report(ranks, ck
 
 
 def test_missing_rank_times_out_naming_it(ranks, ckpt):
-    head_argv, _ = two_rank_argv(ckpt, free_port(), free_port(), free_port())
+    head_argv, _worker_argv = two_rank_argv(ckpt, free_port(), free_port(), free_port())
     head_argv[head_argv.index("--dist-timeout") + 1] = "1"
     head = ranks.start("head", head_argv, base_env())
     assert head.wait_exit(15) == 1
@@ -105,7 +104,7 @@ def test_hung_rank_and_patched_barrier_timeout(ranks, ckpt, tmp_path):
 
     # unpatched: env set but ignored
     single = ranks.start("unpatched", sglang_cmd("--model-path", ckpt, "--tokenizer-mode", "mistral",
-                                                  "--port", str(free_port()), "--skip-server-warmup"),
+                                                 "--port", str(free_port()), "--skip-server-warmup"),
                          base_env({"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "1"}))
     single.wait_line(r"monitored_barrier timeout in effect: 480 s")
 
@@ -135,7 +134,7 @@ def test_the_collections_barrier_patch_applies_to_the_stand_in(ranks, ckpt, tmp_
     if not os.path.isfile(patch):
         pytest.skip("images/mistral-large4-sglang/patches/patch_barrier_timeout.py not present")
     shutil.copytree(os.path.join(PKGS, "sglang"), tmp_path / "sglang")
-    r = subprocess.run([sys.executable, patch, str(tmp_path / LMU)], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([sys.executable, patch, str(tmp_path / LMU)], capture_output=True, text=True, timeout=30, check=False)
     assert r.returncode == 0, r
     single = ranks.start("patched", sglang_cmd("--model-path", ckpt, "--tokenizer-mode", "mistral",
                                                "--port", str(free_port()), "--skip-server-warmup"),

@@ -50,7 +50,7 @@ def test_two_ranks_rendezvous_serve_and_stop(ranks, ckpt):
     assert "stand-in" in headers.get("X-Lanekit-Standin", "")
 
     chat = {"model": "mistral-large-4", "messages": [{"role": "user", "content": "Say hi"}]}
-    status, _, body = http("POST", f"http://127.0.0.1:{api}/v1/chat/completions", chat)
+    status, _headers, body = http("POST", f"http://127.0.0.1:{api}/v1/chat/completions", chat)
     msg = json.loads(body)["choices"][0]["message"]
     assert status == 200 and "stand-in" in msg["content"] and msg["reasoning"]
     again = json.loads(http("POST", f"http://127.0.0.1:{api}/v1/chat/completions", chat)[2])
@@ -58,7 +58,7 @@ def test_two_ranks_rendezvous_serve_and_stop(ranks, ckpt):
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
         "required": ["city", "days"]}}}]
-    status, _, body = http("POST", f"http://127.0.0.1:{api}/v1/chat/completions", {**chat, "tools": tools})
+    status, _headers, body = http("POST", f"http://127.0.0.1:{api}/v1/chat/completions", {**chat, "tools": tools})
     choice = json.loads(body)["choices"][0]
     call = choice["message"]["tool_calls"][0]
     assert choice["finish_reason"] == "tool_calls" and call["function"]["name"] == "get_weather"
@@ -69,7 +69,7 @@ def test_two_ranks_rendezvous_serve_and_stop(ranks, ckpt):
     assert status == 200 and headers["Content-Type"].startswith("text/event-stream") and events[-1] == "[DONE]"
     text = "".join(json.loads(e)["choices"][0]["delta"].get("content") or "" for e in events[:-2])
     assert "stand-in" in text and json.loads(events[-2])["usage"]["completion_tokens"] > 0
-    status, _, body = http("GET", f"http://127.0.0.1:{api}/metrics")
+    status, _headers, body = http("GET", f"http://127.0.0.1:{api}/metrics")
     assert status == 200 and 'vllm:request_success_total{engine="0",model_name="mistral-large-4"' in body
     assert http("POST", f"http://127.0.0.1:{api}/v1/chat/completions", {**chat, "model": "nope"})[0] == 404
 
@@ -80,7 +80,7 @@ def test_two_ranks_rendezvous_serve_and_stop(ranks, ckpt):
 
 
 def test_missing_rank_times_out_naming_it(ranks, ckpt):
-    head_argv, _ = two_rank_argv(ckpt, free_port(), free_port())
+    head_argv, _worker_argv = two_rank_argv(ckpt, free_port(), free_port())
     head_argv[head_argv.index("--distributed-timeout-seconds") + 1] = "1"
     head = ranks.start("head", head_argv, base_env())
     assert head.wait_exit(15) == 1
@@ -89,7 +89,7 @@ def test_missing_rank_times_out_naming_it(ranks, ckpt):
 
 
 def test_worker_without_head_times_out_naming_rank_0(ranks, ckpt):
-    _, worker_argv = two_rank_argv(ckpt, free_port(), free_port())
+    _head_argv, worker_argv = two_rank_argv(ckpt, free_port(), free_port())
     worker_argv[worker_argv.index("--distributed-timeout-seconds") + 1] = "1"
     worker = ranks.start("worker", worker_argv, base_env())
     assert worker.wait_exit(15) == 1

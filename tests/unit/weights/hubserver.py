@@ -93,8 +93,8 @@ def default_files():
         "consolidated.safetensors.index.json": json.dumps({"weight_map": {
             "layers.0.w": "consolidated-00001-of-00002.safetensors",
             "layers.1.w": "consolidated-00002-of-00002.safetensors"}}).encode(),
-        "consolidated-00001-of-00002.safetensors": bytes(rnd.getrandbits(8) for _ in range(300_000)),
-        "consolidated-00002-of-00002.safetensors": bytes(rnd.getrandbits(8) for _ in range(200_001)),
+        "consolidated-00001-of-00002.safetensors": bytes(rnd.getrandbits(8) for _byte in range(300_000)),
+        "consolidated-00002-of-00002.safetensors": bytes(rnd.getrandbits(8) for _byte in range(200_001)),
         "README.md": b"# tiny\n",
         "original/extra.pth": b"x" * 2048,
     }
@@ -208,7 +208,7 @@ def _make_handler(hub: FakeHub, role: str):
                 page = entries[start:start + hub.page_size]
                 if start + hub.page_size < len(entries):
                     nxt = "%s%s?recursive=True&expand=False&cursor=%d" % (hub.endpoint, url.path,
-                                                                           start + hub.page_size)
+                                                                          start + hub.page_size)
                     headers["Link"] = '<%s>; rel="next"' % nxt
                 entries = page
             return self._send(200, json.dumps(entries).encode(), headers, head)

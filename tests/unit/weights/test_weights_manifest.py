@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils import _manifest as m
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 
 def sha(data: bytes) -> str:
@@ -42,9 +42,9 @@ def test_manifest_refuses_entry_without_sha():
 def test_sums_round_trip_matches_sha256sum_format():
     man = m.build_manifest("x", None, {}, [{"path": "dir/a b.bin", "size": 1, "sha256": sha(b"a")}])
     text = m.render_sums(man).decode()
-    assert text == "%s  dir/a b.bin\n" % sha(b"a")
+    assert text == f"{sha(b'a')}  dir/a b.bin\n"
     assert m.parse_sums(text) == {"dir/a b.bin": sha(b"a")}
-    assert m.parse_sums("%s *bin.x\n" % sha(b"q")) == {"bin.x": sha(b"q")}
+    assert m.parse_sums(f"{sha(b'q')} *bin.x\n") == {"bin.x": sha(b"q")}
     with pytest.raises(LanekitError, match="line 1"):
         m.parse_sums("nonsense\n")
 

@@ -56,7 +56,7 @@ def test_budget_math_gb10_example():
 
 
 def test_order_puts_this_ranks_files_first():
-    files = ["c-%d.safetensors" % i for i in (10, 2, 1, 3, 4, 5, 6, 7, 8, 9)] + ["params.json"]
+    files = [f"c-{i}.safetensors" for i in (10, 2, 1, 3, 4, 5, 6, 7, 8, 9)] + ["params.json"]
     order = pc.order_for_rank(files, rank=1, world_size=4, first=["params.json"])
     nat = sorted(files, key=pc.natural_key)
     assert order[0] == "params.json"
@@ -103,11 +103,11 @@ def test_measure_cold_and_warm_with_both_methods(datafile):
 def test_unknown_instead_of_fake_residency(datafile, monkeypatch):
     evict(datafile)
     # cachestat's EPERM means mincore would lie: unknown, not 100 %
-    monkeypatch.setattr(pc, "cachestat", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.EPERM, "EPERM")))
+    monkeypatch.setattr(pc, "cachestat", lambda *a, **k: (_never for _never in ()).throw(OSError(errno.EPERM, "EPERM")))
     r = pc.measure_file(datafile)
     assert r.resident_pages is None and r.method == "unknown" and "EPERM" in r.reason
     # no cachestat, and a caller that neither owns nor may write the file
-    monkeypatch.setattr(pc, "cachestat", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSYS, "ENOSYS")))
+    monkeypatch.setattr(pc, "cachestat", lambda *a, **k: (_never for _never in ()).throw(OSError(errno.ENOSYS, "ENOSYS")))
     monkeypatch.setattr(pc.os, "geteuid", lambda: 65534)
     monkeypatch.setattr(pc.os, "access", lambda *a, **k: False)
     r = pc.measure_file(datafile)

@@ -154,9 +154,9 @@ VLLM_FLAGS = [
     (("--data-parallel-multi-port-external-lb", "-dpm"), "bool"),
     (("--enable-expert-parallel", "-ep"), "bool"), (("--enable-ep-weight-filter",), "bool"),
     (("--all2all-backend",), "choice", ["allgather_reducescatter", "deepep_high_throughput",
-                                       "deepep_low_latency", "nixl_ep", "flashinfer_nvlink_one_sided",
-                                       "flashinfer_nvlink_two_sided", "mori_high_throughput",
-                                       "mori_low_latency", "pplx", "naive", "flashinfer_all2allv"]),
+                                        "deepep_low_latency", "nixl_ep", "flashinfer_nvlink_one_sided",
+                                        "flashinfer_nvlink_two_sided", "mori_high_throughput",
+                                        "mori_low_latency", "pplx", "naive", "flashinfer_all2allv"]),
     (("--enable-dbo",), "bool"), (("--ubatch-size",), "int"), (("--dbo-decode-token-threshold",), "int"),
     (("--dbo-prefill-token-threshold",), "int"), (("--disable-nccl-for-dp-synchronization",), "bool"),
     (("--enable-eplb",), "bool"), (("--eplb-config",), "json"),
@@ -205,7 +205,7 @@ VLLM_FLAGS = [
     (("--enable-flashinfer-autotune",), "bool"), (("--weight-transfer-config",), "json"),
 ]
 
-VLLM_JSON_FLAGS = {names[0] for names, kind, *_ in VLLM_FLAGS if kind == "json"}
+VLLM_JSON_FLAGS = {names[0] for names, kind, *_rest in VLLM_FLAGS if kind == "json"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,8 +230,8 @@ SGLANG_FLAGS = [
     (("--model-path", "--model"), "str"), (("--tokenizer-path",), "str"), (("--tokenizer-worker-num",), "int"),
     (("--tokenizer-mode",), "choice", ["auto", "slow", "mistral"]), (("--skip-tokenizer-init",), "flag"),
     (("--load-format",), "choice", ["auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "gguf",
-                                   "bitsandbytes", "layered", "mistral", "remote", "remote_instance",
-                                   "fastsafetensors", "private"]),
+                                    "bitsandbytes", "layered", "mistral", "remote", "remote_instance",
+                                    "fastsafetensors", "private"]),
     (("--model-loader-extra-config",), "json"), (("--trust-remote-code",), "flag"),
     (("--context-length",), "int"), (("--is-embedding",), "flag"), (("--enable-multimodal",), "flag"),
     (("--revision",), "str"), (("--model-impl",), "str"), (("--weight-loader-disable-mmap",), "flag"),
@@ -275,7 +275,7 @@ SGLANG_FLAGS = [
     # data parallelism
     (("--dp-size", "--data-parallel-size"), "int"),
     (("--load-balance-method",), "choice", ["round_robin", "shortest_queue", "minimum_tokens",
-                                           "total_requests", "total_tokens", "follow_bootstrap_room"]),
+                                            "total_requests", "total_tokens", "follow_bootstrap_room"]),
     (("--enable-dp-attention",), "flag"), (("--enable-dp-lm-head",), "flag"),
     # multi-node
     (("--dist-init-addr", "--nccl-init-addr"), "str"), (("--nnodes",), "int"), (("--node-rank",), "int"),
@@ -431,7 +431,7 @@ def sglang_parser(prog: str, model_positional: bool) -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------
 # vLLM FlexibleArgumentParser preprocessing
 
-_VLLM_KNOWN = {n for names, *_ in VLLM_FLAGS for n in names}
+_VLLM_KNOWN = {n for names, *_rest in VLLM_FLAGS for n in names}
 
 
 def vllm_preprocess(argv: list[str], prog: str = "vllm serve") -> list[str]:

@@ -102,7 +102,7 @@ def _resolve(addr: str, port: int):
     infos = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)
     if not infos:
         raise OSError(f"cannot resolve {addr}")
-    family, socktype, proto, _, sockaddr = infos[0]
+    family, socktype, proto, _canonname, sockaddr = infos[0]
     return family, socktype, proto, sockaddr
 
 

@@ -363,8 +363,8 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
             self._maybe_hang()
             prompt = body.get("prompt", "")
             prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
-            digest, text, finish, ptoks, _ = standin_answer(state, [{"role": "user", "content": prompt}],
-                                                            body.get("max_tokens", 16))
+            digest, text, finish, ptoks, _usage = standin_answer(state, [{"role": "user", "content": prompt}],
+                                                                 body.get("max_tokens", 16))
             ctoks = len(_words(text))
             self._count(ptoks, ctoks)
             return self._send(200, {"id": f"cmpl-{digest}", "object": "text_completion", "created": int(time.time()),
@@ -381,8 +381,8 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
             text_in = body.get("text", "")
             text_in = text_in if isinstance(text_in, str) else json.dumps(text_in)
             sp = body.get("sampling_params") or {}
-            digest, text, finish, ptoks, _ = standin_answer(state, [{"role": "user", "content": text_in}],
-                                                            sp.get("max_new_tokens", 16))
+            digest, text, finish, ptoks, _usage = standin_answer(state, [{"role": "user", "content": text_in}],
+                                                                 sp.get("max_new_tokens", 16))
             ctoks = len(_words(text))
             self._count(ptoks, ctoks)
             return self._send(200, {"text": text, "meta_info": {"id": digest, "prompt_tokens": ptoks,

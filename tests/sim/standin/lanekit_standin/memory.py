@@ -30,7 +30,7 @@ class Device:
     kv_bytes_per_token: int
 
     @classmethod
-    def from_env(cls) -> "Device":
+    def from_env(cls) -> Device:
         return cls(
             total_gib=env_float("STANDIN_DEVICE_MEMORY_GIB", 120.5),
             free_gib=env_float("STANDIN_DEVICE_FREE_GIB", 108.78),

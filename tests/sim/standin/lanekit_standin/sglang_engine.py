@@ -164,7 +164,7 @@ class SglangRank(RankBase):
         else:
             self.read_weights(self.model, "mistral" if load_format == "mistral" else "auto", self.node_rank,
                               self.nnodes, "" if self.is_head else None,
-                              lambda exc: self.exc_lines(exc))
+                              self.exc_lines)
         after = dev.free_gib - dev.weights_gib
         self.log(f"Load weight end. type={self.architecture()}, dtype=torch.bfloat16, avail mem={after:.2f} GB, "
                  f"mem usage={dev.weights_gib:.2f} GB.")
@@ -286,7 +286,7 @@ class SglangRank(RankBase):
     def post_load_barrier(self):
         from . import distshim  # noqa: PLC0415
 
-        distshim.configure(self.group, lambda msg: self.log(msg), self.tp_ranks_of)
+        distshim.configure(self.group, self.log, self.tp_ranks_of)
         try:
             lmu = importlib.import_module(LOAD_MODEL_UTILS)
         except Exception as exc:  # noqa: BLE001 - a broken patch must show up like it would

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
-from typing import Optional
+import os  # noqa: F401  # pylint: disable=unused-import  # the real module imports it; patches may use it
 
 from lanekit_standin import distshim as dist
 from lanekit_standin.distshim import get_tp_group
@@ -26,7 +25,7 @@ UNBALANCED_MODEL_LOADING_TIMEOUT_S = 480  # leave more time for post data proces
 
 def dist_barrier_after_load(
     *,
-    elastic_ep_backend: Optional[str],
+    elastic_ep_backend: str | None,
     tp_rank: int,
     is_ep_scale_joiner: bool = False,
 ) -> None:
@@ -44,8 +43,6 @@ def dist_barrier_after_load(
             )
         except RuntimeError:
             raise ValueError(
-                f"TP rank {tp_rank} could finish the model loading, but there are other ranks that didn't finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node."
+                f"TP rank {tp_rank} could finish the model loading, but there are other ranks that didn't finish "
+                "loading. It is likely due to unexpected failures (e.g., OOM) or a slow node."
             ) from None
-
-
-_ = os  # the real module imports os; patches may rely on it
