@@ -25,7 +25,6 @@ import time
 
 from _common import GIB, MIB, evict, import_collection  # noqa: E402
 
-
 SUB = r"""
 import sys, json, time
 sys.path.insert(0, sys.argv[1])
@@ -37,7 +36,7 @@ print(sum(pc.measure_file(p, psize=ps).resident_bytes(ps) for p in sys.argv[2:])
 
 def best(fn, repeat):
     times, out = [], None
-    for _ in range(repeat):
+    for _unused in range(repeat):
         t = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t)
@@ -45,7 +44,7 @@ def best(fn, repeat):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--files", type=int, default=16)
     ap.add_argument("--file-gib", type=float, default=4.0)
     ap.add_argument("--warm-gib", type=float, default=1.0, help="how much to read into the cache first")
@@ -108,7 +107,7 @@ def main():
     print()
     print("checkpoint: %d files x %.2f GiB = %.1f GiB (sparse), %.2f GiB resident; kernel %s; page %d B; "
           "load %.1f; best of %d" % (a.files, a.file_gib, total / GIB, o_res / GIB, os.uname().release, ps,
-                                    os.getloadavg()[0], a.repeat))
+                                     os.getloadavg()[0], a.repeat))
     spread = max(agree.values()) - min(agree.values())
     print("resident bytes, back to back: %s; spread %d bytes (%s)" % (
         ", ".join("%s %d" % kv for kv in agree.items()), spread,

@@ -14,7 +14,6 @@ import json
 import os
 
 import yaml
-
 from ansible import context
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.parsing.splitter import parse_kv

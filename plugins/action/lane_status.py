@@ -14,6 +14,7 @@ import time
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootConfig, LaneTracker
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import render_table
@@ -53,7 +54,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             plan = args.get("plan") or {}
             members = lane_members(plan, task_vars, "lane_status", lane=args.get("lane"), engine=args.get("engine"))
@@ -73,7 +74,7 @@ class StatusWorker(LaneWorker):
 
     def discover(self) -> dict[int, RankStatus]:
         """Without a plan: the lane's containers on this node, found by their label."""
-        res, _ = self.run_module(self.module_args())
+        res, _unused = self.run_module(self.module_args())
         statuses: dict[int, RankStatus] = {}
         for entry in (res or {}).get("containers") or []:
             rank = entry.get("rank")
@@ -94,7 +95,7 @@ class StatusWorker(LaneWorker):
             result.update(changed=False, msg=f"Status of {self.me} reported to {self.coordinator}.",
                           ranks=[s.to_dict() for s in mine.values()])
             return result
-        every, _ = self.all_statuses(0)
+        every, _unused = self.all_statuses(0)
         tracker = LaneTracker(self.lane, self.engine, BootConfig.from_plan(self.plan), self.rank_hosts)
         table = render_table(tracker.infer(every), self.lane)
         for line in table:

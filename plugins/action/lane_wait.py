@@ -44,6 +44,7 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+
 from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import READY, BootConfig, LaneTracker, Verdict
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import failure_message, fmt_duration
@@ -111,7 +112,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             if args["mode"] == "explain":
                 return self._explain(args, result)
@@ -190,7 +191,7 @@ class Waiter(LaneWorker):
                 self.report(tick, self.gather())
                 if self.is_coordinator:
                     self.rdv.heartbeat()
-                    statuses, _ = self.all_statuses(tick, first=tracker.polls == 0)
+                    statuses, _unused = self.all_statuses(tick, first=tracker.polls == 0)
                     verdict = tracker.update(time.monotonic(), statuses)
                     display.display(verdict.line)
                     if verdict.done:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
@@ -82,7 +83,7 @@ class BootConfig:
     max_flaps: int = 3
 
     @classmethod
-    def from_plan(cls, plan: Mapping[str, Any], **overrides: Any) -> "BootConfig":
+    def from_plan(cls, plan: Mapping[str, Any], **overrides: Any) -> BootConfig:
         """The plan's boot figures and its post-load barrier (``plan["barrier_timeout_s"]``).
 
         The plan publishes the barrier as the ranks get it (None: the engine has none). A plan
@@ -501,10 +502,10 @@ class LaneTracker:
                               f"readiness failed {self.flaps} times after passing ({missing_probe})", line)
         if ok:
             # Serving: the budget and the stall clock only apply to a boot.
-            left, _ = self.eta(statuses)
+            left, _unused = self.eta(statuses)
             return Verdict(WAITING, line, [], [], "", eta_s=left, elapsed_s=elapsed)
         if elapsed is not None and elapsed >= self.cfg.budget_s:
-            behind, why, _ = self._behind(statuses)
+            behind, why, _unused = self._behind(statuses)
             return self._fail("budget_exhausted", statuses, behind,
                               f"{fmt_duration(elapsed)} since the first rank started; {why}", line,
                               [self._never_joined(statuses)])
@@ -515,5 +516,5 @@ class LaneTracker:
                 behind, why = never.ranks, never.detail
             return self._fail("stalled", statuses, behind,
                               f"no progress for {fmt_duration(quiet)}; {why}", line, [never])
-        left, _ = self.eta(statuses)
+        left, _unused = self.eta(statuses)
         return Verdict(WAITING, line, [], [], "", eta_s=left, elapsed_s=elapsed)

@@ -11,7 +11,8 @@ Pure: no I/O, no Ansible imports.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
 from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus

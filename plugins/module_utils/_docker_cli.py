@@ -260,7 +260,7 @@ class DockerCLI:
 
     def containers_with_label(self, key: str, value: str) -> list[str]:
         """Names of the containers (running or not) labelled ``key=value``."""
-        _, out, _ = self.run(["ps", "-a", "--filter", f"label={key}={value}", "--format", "{{.Names}}"],
+        _unused, out, _unused = self.run(["ps", "-a", "--filter", f"label={key}={value}", "--format", "{{.Names}}"],
                              record=False, what="docker ps")
         return [name for name in out.split() if name]
 

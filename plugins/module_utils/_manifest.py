@@ -88,7 +88,7 @@ def files_digest(entries: Iterable[dict[str, Any]]) -> str:
     """sha256 over the sorted ``path size sha256`` lines: identifies the staged content."""
     h = hashlib.sha256()
     for e in sorted(entries, key=lambda x: x["path"]):
-        h.update(f"{e['path']}\t{int(e['size'])}\t{e['sha256']}\n".encode("utf-8"))
+        h.update(f"{e['path']}\t{int(e['size'])}\t{e['sha256']}\n".encode())
     return h.hexdigest()
 
 
@@ -149,7 +149,7 @@ def load_manifest(path: str) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise LanekitError(f"{path} cannot be read as JSON ({exc}); remove it and stage again.")
+        raise LanekitError(f"{path} cannot be read as JSON ({exc}); remove it and stage again.") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
         raise LanekitError(f"{path} is not a lanekit manifest (no 'files' list); remove it and stage again.")
     for f in doc["files"]:

@@ -19,11 +19,16 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
-    effective_args, effective_env, load_lane, render_args, timeout_value,
+    effective_args,
+    effective_env,
+    load_lane,
+    render_args,
+    timeout_value,
 )
 
 CONTAINER_PREFIX = "lanekit-"
 LABEL = "io.lanekit"
+
 
 def check_plan_owned(lane: dict) -> None:
     """Refuse a lane that sets a flag the plan renders itself (the engine record lists them)."""

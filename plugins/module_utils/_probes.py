@@ -112,7 +112,7 @@ def probe_api(spec: dict) -> dict:
     except OSError as exc:
         result["error"] = str(exc)
         return result
-    status, _, error = http_get(f"{url.rstrip('/')}/health", timeout=max(timeout, HEALTH_TIMEOUT_FLOOR))
+    status, _unused, error = http_get(f"{url.rstrip('/')}/health", timeout=max(timeout, HEALTH_TIMEOUT_FLOOR))
     result["health_status"] = status
     if status != 200:
         result["error"] = error or f"/health answered {status}"

@@ -15,8 +15,8 @@ Pure: no I/O, no Ansible imports, no clock (times come from the log's own timest
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
-from typing import Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
@@ -46,7 +46,7 @@ def parse_docker_time(value: str | None) -> float | None:
     if not match:
         return None
     base, frac, zone = match.groups()
-    stamp = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    stamp = datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
     fraction = int((frac or "0").ljust(9, "0")) / 1e9
     if zone == "Z":
         return stamp.timestamp() + fraction

@@ -14,8 +14,9 @@ Pure: no I/O, no Ansible imports.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog, parse_docker_time
@@ -86,7 +87,7 @@ class RankStatus:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RankStatus":
+    def from_dict(cls, data: Mapping[str, Any]) -> RankStatus:
         """The record back from :meth:`to_dict` output (keys it does not know are ignored)."""
         known = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
@@ -97,7 +98,7 @@ class RankStatus:
         return cls(**values)
 
     @classmethod
-    def for_rank(cls, spec: Mapping[str, Any], **values: Any) -> "RankStatus":
+    def for_rank(cls, spec: Mapping[str, Any], **values: Any) -> RankStatus:
         """A status carrying the identity of one ``plan["ranks"]`` entry."""
         return cls(
             rank=int(spec["node_rank"]),

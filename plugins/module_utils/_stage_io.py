@@ -207,7 +207,7 @@ class StageLock:
     def acquire(self) -> None:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         me = {"host": socket.gethostname(), "pid": os.getpid(), "started": int(time.time())}
-        for _ in range(2):
+        for _unused in range(2):
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
@@ -219,7 +219,7 @@ class StageLock:
                 raise LanekitError(
                     f"Another staging run holds {self.path} (host {holder.get('host', '?')}, pid "
                     f"{holder.get('pid', '?')}, since {since}). Wait for it to finish; if it is dead on "
-                    "another host, remove the lock file.")
+                    "another host, remove the lock file.") from None
             with os.fdopen(fd, "w") as fh:
                 json.dump(me, fh)
             self.held = True

@@ -53,7 +53,6 @@ class Source(Protocol):
 
     def open_path(self, spec: FileSpec, scratch: str, attempt: int) -> tuple[str, bool]:
         """A readable path for ``spec`` and whether the stager owns it (may move or delete it)."""
-        ...
 
 
 def filter_paths(paths: Iterable[str], allow_patterns: str | list[str] | None = None,
@@ -247,7 +246,7 @@ class HubSource:
         except LanekitError:
             raise
         except Exception as exc:  # the Hub client raises many types; all are a sentence here
-            raise LanekitError(hub_error_sentence(exc, self.repo_id, self.revision, self.endpoint))
+            raise LanekitError(hub_error_sentence(exc, self.repo_id, self.revision, self.endpoint)) from None
         by_path = {f.path: f for f in entries}
         specs = []
         for p in filter_paths(sorted(by_path), self.allow_patterns, self.ignore_patterns):
@@ -276,7 +275,7 @@ class HubSource:
         try:
             path = hf.hf_hub_download(**kwargs)
         except Exception as exc:
-            raise RetryableError(hub_error_sentence(exc, self.repo_id, self.revision, self.endpoint, spec.path))
+            raise RetryableError(hub_error_sentence(exc, self.repo_id, self.revision, self.endpoint, spec.path)) from exc
         return path, True
 
 

@@ -24,7 +24,7 @@ description:
   - Compares the result with the lock (O(lock)); a disagreement stops the build unless
     O(lock_update=true). Optionally pushes the image to a registry and returns the registry digest.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
 options:
   name:
     description: The image name, a directory under O(images_dir).
@@ -119,6 +119,7 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
+  - lanekit.serving.attributes
   - lanekit.serving.docker_cli
 attributes:
   check_mode:
@@ -278,6 +279,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
     DockerCLI,
     DockerError,

@@ -28,6 +28,7 @@ author:
   - lanekit developers (!UNKNOWN)
 extends_documentation_fragment:
   - lanekit.serving.attributes
+  - lanekit.serving.docker_cli
 options:
   ref:
     description: The image reference, C(lanekit/<name>:<content hash 12>).
@@ -89,8 +90,6 @@ options:
     description: How long the probe is retried, in seconds.
     type: int
     default: 120
-extends_documentation_fragment:
-  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full

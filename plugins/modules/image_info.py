@@ -20,6 +20,7 @@ author:
   - lanekit developers (!UNKNOWN)
 extends_documentation_fragment:
   - lanekit.serving.attributes
+  - lanekit.serving.docker_cli
 options:
   ref:
     description: The image reference, for example C(lanekit/mistral-large4-vllm:0123456789ab).
@@ -31,8 +32,6 @@ options:
   rootfs:
     description: The layer-list digest the image must have (from the lock or the builder).
     type: str
-extends_documentation_fragment:
-  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full

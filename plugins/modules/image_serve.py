@@ -27,6 +27,7 @@ author:
   - lanekit developers (!UNKNOWN)
 extends_documentation_fragment:
   - lanekit.serving.attributes
+  - lanekit.serving.docker_cli
 options:
   ref:
     description: The image to serve; it must exist on this node.
@@ -67,8 +68,6 @@ options:
     description: Directory on this node for the spool file (needs room for the image).
     type: path
     default: /var/tmp/lanekit
-extends_documentation_fragment:
-  - lanekit.serving.docker_cli
 attributes:
   check_mode:
     support: full

@@ -56,7 +56,9 @@ seealso:
   - module: lanekit.serving.lane_wait
   - module: lanekit.serving.rank_status
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 attributes:
   check_mode:
     support: full

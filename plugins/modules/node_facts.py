@@ -27,7 +27,9 @@ attributes:
     support: full
     details: Never changes the host.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 seealso:
   - module: ansible.builtin.setup
   - module: community.docker.docker_host_info

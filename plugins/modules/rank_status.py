@@ -77,7 +77,9 @@ options:
     type: int
     default: 60
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 attributes:
   check_mode:
     support: full
@@ -148,6 +150,7 @@ import struct
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
@@ -186,8 +189,8 @@ def parse_proc_tcp(text: str, ports) -> dict[int, list[str]]:
         fields = line.split()
         if len(fields) < 4 or fields[3] != "01":
             continue
-        _, local_port = fields[1].split(":")
-        remote_ip, _ = fields[2].split(":")
+        _local_ip, local_port = fields[1].split(":")
+        remote_ip, _remote_port = fields[2].split(":")
         port = int(local_port, 16)
         if port in wanted:
             peers[port].add(_hex_ip(remote_ip))
@@ -304,7 +307,7 @@ def status(docker: DockerCLI, params: dict) -> dict:
     if params["api_probe"]:
         result["api"] = probe_api(params["api_probe"])
     for probe in params["health_probes"]:
-        code, _, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5))
+        code, _body, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5))
         result["health"][probe.get("name") or probe["url"]] = {"status": code, "error": error}
     result["tcp_peers"] = tcp_peers(params["listen_ports"]) if params["listen_ports"] else {}
     meminfo_text = read_meminfo_text()

@@ -30,7 +30,9 @@ description:
   - Run it once per lane on the staging host (the C(weights_staging) inventory group), never once per rank.
     Long stages should run with C(async).
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 requirements:
   - C(huggingface_hub) on the staging host, for O(source=hf) only.
 options:
@@ -311,7 +313,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources imp
 from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager  # noqa: E402
 
 try:
-    import huggingface_hub  # noqa: F401  (imported for real by HubSource when source=hf)
+    import huggingface_hub  # noqa: F401  pylint: disable=unused-import  (imported for real by HubSource when source=hf)
     HAS_HF = True
     HF_IMPORT_ERROR = None
 except ImportError:

@@ -21,7 +21,9 @@ description:
     page cache the GPU then cannot use; hashing belongs on the staging host.
   - Fails with a sentence naming the missing or wrong files.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 options:
   path:
     description:
@@ -153,9 +155,10 @@ class WeightsChecker:
         self.revision = revision
         self.model_id = model_id
         self.layout = layout
-        self.res: dict[str, Any] = {"ok": False, "path": self.path, "files_checked": 0, "bytes_total": 0, "missing": [],
-                    "wrong_size": [], "not_regular": [], "dangling_symlinks": [], "layout_errors": [],
-                    "problems": []}
+        self.res: dict[str, Any] = {
+            "ok": False, "path": self.path, "files_checked": 0, "bytes_total": 0, "missing": [],
+            "wrong_size": [], "not_regular": [], "dangling_symlinks": [], "layout_errors": [], "problems": [],
+        }
 
     def run(self) -> dict[str, Any]:
         r = self.res
@@ -261,9 +264,8 @@ def summary(res: dict[str, Any], limit: int) -> str:
         if items:
             more = f" and {len(items) - limit} more" if len(items) > limit else ""
             parts.append(f"{label}: {', '.join(items[:limit])}{more}")
-    other = [p for p in res["problems"] if not any(p.startswith(k + ":") for k in
-                                                     ("missing", "wrong size", "not regular files",
-                                                      "dangling symlinks"))]
+    listed = ("missing", "wrong size", "not regular files", "dangling symlinks")
+    other = [p for p in res["problems"] if not any(p.startswith(k + ":") for k in listed)]
     return "; ".join(parts + other)
 
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ansible import context
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
+
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import fmt_duration
@@ -165,7 +167,7 @@ class HostWatcher:
             lines = list(entry.get("lines") or [])
             fresh = []
             for line in lines:
-                ts, _ = split_timestamp(line)
+                ts, _unused = split_timestamp(line)
                 if ts is not None and log.last_ts is not None and ts <= log.last_ts:
                     continue
                 fresh.append(line)

@@ -16,7 +16,8 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 

@@ -15,7 +15,7 @@ LANES = (LANE, SGLANG_LANE)
 
 def _serving(lane: str) -> bool:
     ranks = lane_containers(lane)
-    return len(ranks) == 8 and all(state == "running" for _, state in ranks.values())
+    return len(ranks) == 8 and all(state == "running" for _unused, state in ranks.values())
 
 
 def _remove_other_lanes(lane: str) -> None:

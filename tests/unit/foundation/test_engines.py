@@ -6,7 +6,12 @@ import pytest
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
-    ENGINES, budget_args, budget_env, effective_args, load_lane, timeout_value,
+    ENGINES,
+    budget_args,
+    budget_env,
+    effective_args,
+    load_lane,
+    timeout_value,
 )
 
 from .helpers import LANES, SGLANG, VLLM

@@ -6,8 +6,8 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import image_pin
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import lock_verdict
 from ansible_collections.lanekit.serving.plugins.module_utils._image_build import decide, decide_action
+from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import lock_verdict
 
 HASH = "a" * 64
 OTHER = "b" * 64
@@ -35,12 +35,12 @@ ABSENT = image_pin(None)
     ("always", "r:5000/lanekit/thin@sha256:" + "9" * 64, _pin(HASH), "build", "rebuild is always"),
 ])
 def test_the_action_follows_the_image_present_and_the_rebuild_policy(rebuild, restore_from, pin, action, reason_part):
-    got, reason, _ = decide_action(REF, HASH, "spark-01", pin, rebuild, restore_from)
+    got, reason, _unused = decide_action(REF, HASH, "spark-01", pin, rebuild, restore_from)
     assert got == action and reason_part in reason
 
 
 def test_keeping_a_stale_image_on_purpose_warns():
-    _, _, warning = decide_action(REF, HASH, "spark-01", _pin(OTHER), "never", "")
+    _unused, _unused, warning = decide_action(REF, HASH, "spark-01", _pin(OTHER), "never", "")
     assert warning == f"{REF} on spark-01 does not carry content hash {HASH[:12]}; kept because rebuild is never."
     assert decide_action(REF, HASH, "spark-01", _pin(HASH), "never", "")[2] == ""
 

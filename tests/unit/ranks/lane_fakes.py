@@ -90,8 +90,6 @@ def container(name, lines, state="running", code=0):
     return {"name": name, "exists": True, "inspect": inspect(state, code), "lines": lines, "log_error": ""}
 
 
-
-
 def action_module(cls, args, check_mode=False):
     """An action plugin instance for ``args``, with a mocked connection (for argument handling)."""
     from unittest.mock import MagicMock

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import pytest
+from ranks_helpers import fixture_lines, lines_until, make_status
+
 from ansible_collections.lanekit.serving.plugins.module_utils import _boot as boot
 from ansible_collections.lanekit.serving.plugins.module_utils import _boot_report as report
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
-from ranks_helpers import fixture_lines, lines_until, make_status
 
 HOSTS = {r: f"spark-{r + 1:02d}" for r in range(8)}
 
@@ -136,7 +137,7 @@ def test_budget_exhausted():
 def test_silent_host_is_named_on_stall():
     statuses = vllm_loading()
     statuses[4] = rankstatus.build({"node_rank": 4, "host": "spark-05"}, None, None, 0.0,
-                                       gather_error="cannot reach spark-05: timed out")
+                                   gather_error="cannot reach spark-05: timed out")
     tracker = boot.LaneTracker("l", "vllm", cfg(stall_s=100), HOSTS)
     tracker.update(0.0, statuses)
     verdict = tracker.update(100.0, statuses)
@@ -317,7 +318,7 @@ def test_joined_is_unknown_when_ranks_share_an_address():
 
 def test_memory_note_names_the_tightest_node():
     statuses = vllm_loading()
-    for r, status in statuses.items():
+    for status in statuses.values():
         status.mem_free_kb = 30 * 1048576
     statuses[5].mem_free_kb = int(1.6 * 1048576)
     assert report.memory_note(statuses) == "MemFree min 1.6G r5"

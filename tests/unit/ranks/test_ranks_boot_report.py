@@ -7,14 +7,13 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _boot_repor
 
 # --- formatting ----------------------------------------------------------------------------
 
+
 def test_formatting_helpers():
     assert report.fmt_ranks([1, 2, 4, 5, 7]) == "r1-2,4-5,7"
     assert report.fmt_ranks([3]) == "r3"
     assert report.fmt_duration(45) == "45s"
     assert report.fmt_duration(725) == "12m05s"
     assert report.fmt_duration(4800) == "1h20m"
-
-
 
 
 def test_fmt_ranks_of_no_rank_is_empty():

@@ -9,13 +9,14 @@ import stat
 import threading
 
 import pytest
+from lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
+from ranks_helpers import fixture_lines, lines_until
+
 from ansible_collections.lanekit.serving.plugins.action import lane_wait as lw
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootConfig
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _lane_poll as poll
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir
 from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
-from lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
-from ranks_helpers import fixture_lines, lines_until
 
 
 def args(**kw):
@@ -25,7 +26,8 @@ def args(**kw):
     return base
 
 
-def make_ctx(tmp_path, script, me="spark-01", plan=PLAN, **kw):
+def make_ctx(tmp_path, script, me="spark-01", plan=None, **kw):
+    plan = plan or PLAN
     plan = dict(plan, reports_dir=str(tmp_path / "reports" / plan["lane"]))
     action = FakeAction(str(tmp_path / ("node-" + me)), script)
     os.makedirs(action._connection.node_dir, exist_ok=True)
@@ -126,8 +128,8 @@ def test_follower_helps_with_the_bundle(tmp_path):
         lambda a: {"containers": [container("lk-r1", crash, "exited", 1)], "now": 1793342500.0, "health": {},
                    "meminfo": {}},
     ]
-    lead, _ = make_ctx(tmp_path, lead_script, me="spark-01", plan=plan, sync_timeout_s=3.0)
-    follower, _ = make_ctx(tmp_path, follow_script, me="spark-02", plan=plan)
+    lead, _unused = make_ctx(tmp_path, lead_script, me="spark-01", plan=plan, sync_timeout_s=3.0)
+    follower, _unused = make_ctx(tmp_path, follow_script, me="spark-02", plan=plan)
     results = {}
     thread = threading.Thread(target=lambda: results.setdefault("follower", follower.wait({})))
     thread.start()
@@ -146,9 +148,13 @@ def test_bundle_with_a_fake_fetch(tmp_path):
     assert bundle.root.endswith(os.path.join("lane", "19700101T000000Z"))
     assert new_bundle_dir(str(tmp_path / "lane"), now=0).endswith("19700101T000000Z-2")
     copied = []
-    fetch = lambda remote, local: copied.append((remote, local)) or open(local, "w").close()  # noqa: E731
-    written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", ["/t/lk-r3.log", "/t/lk-r3.inspect.json",
-                                                               "/t/other.log"], fetch)
+
+    def fetch(remote, local):
+        copied.append((remote, local))
+        open(local, "w").close()
+
+    remote_files = ["/t/lk-r3.log", "/t/lk-r3.inspect.json", "/t/other.log"]
+    written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", remote_files, fetch)
     assert [os.path.relpath(p, bundle.root) for p in written] == ["ranks/r3-spark-04/full.log",
                                                                  "ranks/r3-spark-04/inspect.json"]
     bundle.fetch_host_files("spark-04", ["/t/meminfo.txt"], fetch)
@@ -197,6 +203,7 @@ def test_api_url():
 
 def test_argument_spec_matches_the_documentation():
     import yaml
+
     from ansible_collections.lanekit.serving.plugins.modules import lane_wait as doc
     documented = yaml.safe_load(doc.DOCUMENTATION)["options"]
     assert set(documented) == set(lw.ARGUMENT_SPEC)
@@ -207,9 +214,9 @@ def test_argument_spec_matches_the_documentation():
 
 
 def test_the_head_watches_the_plans_rendezvous_port(tmp_path):
-    ctx, _ = make_ctx(tmp_path, [])
+    ctx, _unused = make_ctx(tmp_path, [])
     assert ctx.module_args()["listen_ports"] == [25000]
-    single, _ = make_ctx(tmp_path, [], plan=dict(PLAN, rendezvous_port=None))
+    single, _unused = make_ctx(tmp_path, [], plan=dict(PLAN, rendezvous_port=None))
     assert "listen_ports" not in single.module_args()
 
 
@@ -217,7 +224,7 @@ def test_the_bundle_goes_to_the_plans_reports_dir(tmp_path):
     crash = fixture_lines("sglang-g1-scale-c.log")
     script = [lambda a: {"containers": [container("lk-r0", []), container("lk-r1", crash, "exited", 1)],
                          "now": 1793342501.0, "api": {"accepts": False}, "health": {}, "meminfo": {}}]
-    ctx, _ = make_ctx(tmp_path, script)
+    ctx, _unused = make_ctx(tmp_path, script)
     result = ctx.wait({})
     assert os.path.dirname(result["bundle"]) == ctx.plan["reports_dir"]
 

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import pytest
+from ranks_helpers import fixture_lines, lines_until
+
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _ranklog as ranklog
-from ranks_helpers import fixture_lines, lines_until
 
 
 def parse(lines, engine="vllm", role="head"):
@@ -118,8 +119,6 @@ def test_signatures_are_found_while_parsing():
     log = parse(fixture_lines("sglang-g1-scale-c.log"), engine="sglang", role="worker")
     assert "fusedmoe_g1_scale_c" in log.signatures
     assert log.scanner.last_exception.startswith("AttributeError")
-
-
 
 
 def test_every_milestone_of_the_engine_table_names_a_known_phase():

@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("huggingface_hub")
 
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils import _staging  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import HubSource  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager  # noqa: E402
 
@@ -48,7 +48,7 @@ def test_stage_from_hub_then_rerun_needs_no_network(fake_hub, tmp_path):
     assert r["changed"] and r["files_fetched"] == len(names)
     assert r["huggingface_hub_version"]
     check_staged(fake_hub, dest, names)
-    kinds = [k for (_, k, _) in fake_hub.log]
+    kinds = [k for (_unused, k, _unused) in fake_hub.log]
     assert kinds[:2] == ["info", "tree"]
     assert all(t == "Bearer hf_test_token" for t in fake_hub.tokens_seen)
     assert "hf_test_token" not in json.dumps(r)
@@ -88,8 +88,8 @@ def test_transient_error_and_corrupt_body_are_retried(fake_hub, tmp_path):
     r = hub_stage(fake_hub, str(tmp_path / "m"), retries=2)
     assert r["changed"]
     assert fake_hub.gets(shard) == 2 and fake_hub.gets("params.json") == 2
-    check_staged(fake_hub, str(tmp_path / "m"), [p for p in fake_hub.files if p not in ("README.md",)
-                                                  and not p.startswith("original/")])
+    wanted = [p for p in fake_hub.files if p not in ("README.md",) and not p.startswith("original/")]
+    check_staged(fake_hub, str(tmp_path / "m"), wanted)
 
 
 def test_persistent_corruption_fails_naming_the_file(fake_hub, tmp_path):

@@ -18,7 +18,7 @@ def make_source(root, n=4, size=1 << 20):
     os.makedirs(root, exist_ok=True)
     files = {}
     for i in range(1, n + 1):
-        name = "consolidated-%05d-of-%05d.safetensors" % (i, n)
+        name = f"consolidated-{i:05d}-of-{n:05d}.safetensors"
         data = os.urandom(size + i)
         files[name] = data
     files["params.json"] = json.dumps({"dim": 8}).encode()
@@ -161,7 +161,7 @@ def test_source_sums_are_enforced(tmp_path):
             digest = hashlib.sha256(data).hexdigest()
             if name == "params.json":
                 digest = "0" * 64
-            fh.write("%s  %s\n" % (digest, name))
+            fh.write(f"{digest}  {name}\n")
     with pytest.raises(LanekitError, match="params.json .*sha256"):
         stage(src, dest)
     assert not os.path.exists(os.path.join(dest, "params.json"))  # never a bad file under a final name
