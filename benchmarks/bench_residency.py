@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Page-cache residency measurement (cache_warmth's measurer) versus util-linux `fincore`, in one run.
 
     python3 benchmarks/bench_residency.py [--files 16] [--file-gib 4] [--warm-gib 1] [--repeat 5]

@@ -260,8 +260,8 @@ class DockerCLI:
 
     def containers_with_label(self, key: str, value: str) -> list[str]:
         """Names of the containers (running or not) labelled ``key=value``."""
-        _unused, out, _unused = self.run(["ps", "-a", "--filter", f"label={key}={value}", "--format", "{{.Names}}"],
-                             record=False, what="docker ps")
+        _rc, out, _err = self.run(["ps", "-a", "--filter", f"label={key}={value}", "--format", "{{.Names}}"],
+                                  record=False, what="docker ps")
         return [name for name in out.split() if name]
 
     def logs(self, name: str, since: str | None = None, tail_lines: int | None = None) -> tuple[list[str], str]:

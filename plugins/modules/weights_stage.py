@@ -313,7 +313,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources imp
 from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager  # noqa: E402
 
 try:
-    import huggingface_hub  # noqa: F401  pylint: disable=unused-import  (imported for real by HubSource when source=hf)
+    # Imported for real by HubSource when source=hf; here only to fail early with a sentence.
+    import huggingface_hub  # noqa: F401  # pylint: disable=unused-import
     HAS_HF = True
     HF_IMPORT_ERROR = None
 except ImportError:

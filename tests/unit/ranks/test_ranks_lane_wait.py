@@ -155,8 +155,8 @@ def test_bundle_with_a_fake_fetch(tmp_path):
 
     remote_files = ["/t/lk-r3.log", "/t/lk-r3.inspect.json", "/t/other.log"]
     written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", remote_files, fetch)
-    assert [os.path.relpath(p, bundle.root) for p in written] == ["ranks/r3-spark-04/full.log",
-                                                                 "ranks/r3-spark-04/inspect.json"]
+    wanted = ["ranks/r3-spark-04/full.log", "ranks/r3-spark-04/inspect.json"]
+    assert [os.path.relpath(p, bundle.root) for p in written] == wanted
     bundle.fetch_host_files("spark-04", ["/t/meminfo.txt"], fetch)
     assert os.path.isfile(os.path.join(bundle.root, "hosts", "spark-04", "meminfo.txt"))
     bundle.mark_done("spark-04")

@@ -160,5 +160,5 @@ def test_killed_download_resumes_per_file(fake_hub, tmp_path):
     assert fake_hub.gets("consolidated-00001-of-00002.safetensors") == 1  # not fetched again
     assert fake_hub.gets(slow) == 2
     check_staged(fake_hub, dest, [p for p in fake_hub.files if p != "README.md" and not p.startswith("original/")])
-    assert not [p for p in Path(dest).rglob("*.incomplete")]  # the killed run's partial download is gone
-    assert not [p for p in Path(dest, ".lanekit", "tmp").iterdir()]
+    assert not list(Path(dest).rglob("*.incomplete"))  # the killed run's partial download is gone
+    assert not list(Path(dest, ".lanekit", "tmp").iterdir())
