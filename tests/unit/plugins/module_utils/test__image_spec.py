@@ -13,7 +13,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import
     resolve_image,
 )
 
-from .helpers import DIGEST, IMAGES, OTHER_DIGEST, copy_shipped, make_spec
+from tests.unit.helpers.docker import DIGEST, IMAGES, OTHER_DIGEST, copy_shipped, make_spec
 
 PATCH = "#!/usr/bin/env python3\nprint('patched')\n"
 

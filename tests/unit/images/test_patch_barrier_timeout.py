@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from .helpers import IMAGES
+from tests.unit.helpers.docker import IMAGES
 
 SCRIPT = os.path.join(IMAGES, "mistral-large4-sglang", "patches", "patch_barrier_timeout.py")
 TARGET = os.path.join("sglang", "srt", "model_executor", "model_runner_components", "load_model_utils.py")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from .helpers import REPO
+from tests.unit.helpers.plans import REPO
 
 PATCH = os.path.join(REPO, "images", "mistral-large4-sglang", "patches", "patch_barrier_timeout.py")
 

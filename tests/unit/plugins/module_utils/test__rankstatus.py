@@ -8,7 +8,7 @@ import json
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import rank_label
 from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
-from ranks_helpers import fixture_lines, lines_until, make_status
+from tests.unit.helpers.ranklogs import fixture_lines, lines_until, make_status
 
 
 def test_rank_status_states():

@@ -5,9 +5,9 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _lint
 
-from .helpers import SGLANG, VLLM, plan, spark8_hosts
+from tests.unit.helpers.plans import SGLANG, VLLM, plan, spark8_hosts
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
-from .helpers import IMAGES, LANES
+from tests.unit.helpers.plans import IMAGES, LANES
 
 
 def errors(lane, overrides=None, purpose="deploy", **kw):

@@ -14,8 +14,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootC
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _lane_poll as poll
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir
 from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
-from lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
-from ranks_helpers import fixture_lines, lines_until
+from tests.unit.helpers.lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
+from tests.unit.helpers.ranklogs import fixture_lines, lines_until
 
 
 def args(**kw):

@@ -18,7 +18,7 @@ from ansible_collections.lanekit.serving.plugins.modules import image_distribute
 from ansible_collections.lanekit.serving.plugins.modules.image_build import ImageBuilder
 from ansible_collections.lanekit.serving.plugins.modules.image_info import ImageInfo
 
-from .helpers import FakeEngine, FakeModule
+from tests.unit.helpers.docker import FakeEngine, FakeModule
 
 HASH = "c" * 64
 REF = "lanekit/thin:cccccccccccc"

@@ -9,7 +9,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     ENGINES, budget_args, budget_env, effective_args, load_lane, timeout_value,
 )
 
-from .helpers import LANES, SGLANG, VLLM
+from tests.unit.helpers.plans import LANES, SGLANG, VLLM
 
 
 def test_unknown_engine_is_one_sentence_naming_the_known_ones():

@@ -10,7 +10,7 @@ from ansible_collections.lanekit.serving.plugins.action import lane_plan as lp
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
 
-from .helpers import VLLM, plan
+from tests.unit.helpers.plans import VLLM, plan
 
 LAYER = {"serve": {"args": {"--max-num-seqs": 8}}}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
-from ranks_helpers import fixture_lines
+from tests.unit.helpers.ranklogs import fixture_lines
 
 LEDGER = [
     # boot 1: half-unpacked image (docker's start error)

@@ -10,8 +10,8 @@ from ansible_collections.lanekit.serving.plugins.action import lane_status as ls
 from ansible_collections.lanekit.serving.plugins.modules import lane_status as doc
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _lane_poll as poll
 from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
-from lane_fakes import TWO_NODES, FakeAction, action_module, container
-from ranks_helpers import fixture_lines, lines_until
+from tests.unit.helpers.lane_fakes import TWO_NODES, FakeAction, action_module, container
+from tests.unit.helpers.ranklogs import fixture_lines, lines_until
 
 
 def defaults(**kw):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _ranklog as ranklog
-from ranks_helpers import fixture_lines, lines_until
+from tests.unit.helpers.ranklogs import fixture_lines, lines_until
 
 
 def parse(lines, engine="vllm", role="head"):

@@ -14,7 +14,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import
     resolve_image,
 )
 
-from .helpers import make_spec
+from tests.unit.helpers.docker import make_spec
 
 ROOTFS = "sha256:" + "ee" * 32
 

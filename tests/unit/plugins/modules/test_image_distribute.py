@@ -16,7 +16,7 @@ from ansible_collections.lanekit.serving.plugins.modules.image_build import Imag
 from ansible_collections.lanekit.serving.plugins.modules.image_distribute import ImageDistributor
 from ansible_collections.lanekit.serving.plugins.modules.image_serve import ImageServer
 
-from .helpers import DIGEST, FakeEngine, FakeModule, make_spec
+from tests.unit.helpers.docker import DIGEST, FakeEngine, FakeModule, make_spec
 
 BASE = f"example/engine@{DIGEST}"
 

@@ -11,7 +11,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     deep_merge, load_lane, parse_overrides, render_args,
 )
 
-from .helpers import LANES, SGLANG, VLLM
+from tests.unit.helpers.plans import LANES, SGLANG, VLLM
 
 
 @pytest.fixture

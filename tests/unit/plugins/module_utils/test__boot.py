@@ -8,7 +8,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _boot as bo
 from ansible_collections.lanekit.serving.plugins.module_utils import _boot_report as report
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
-from ranks_helpers import fixture_lines, lines_until, make_status
+from tests.unit.helpers.ranklogs import fixture_lines, lines_until, make_status
 
 HOSTS = {r: f"spark-{r + 1:02d}" for r in range(8)}
 

@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.lanekit.serving.plugins.module_utils import _plan
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import load_lane
 
-from .helpers import LANES, SGLANG, VLLM, plan
+from tests.unit.helpers.plans import LANES, SGLANG, VLLM, plan
 
 
 def _plan_of(lane=VLLM, **kw):

@@ -21,7 +21,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     split_repository,
 )
 
-from .helpers import FakeEngine, FakeModule
+from tests.unit.helpers.docker import FakeEngine, FakeModule
 
 HASH = "c" * 64
 

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from .helpers import IMAGES, LANES, REPO, SGLANG, VLLM, plan
+from tests.unit.helpers.plans import IMAGES, LANES, REPO, SGLANG, VLLM, plan
 
 GOLDEN = os.path.join(REPO, "tests", "fixtures", "golden")
 

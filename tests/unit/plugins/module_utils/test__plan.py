@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
-from .helpers import REPO, SGLANG, VLLM, plan
+from tests.unit.helpers.plans import REPO, SGLANG, VLLM, plan
 
 GOLDEN = os.path.join(REPO, "tests", "fixtures", "golden")
 
@@ -109,7 +109,7 @@ def test_plan_owned_flag_in_lane_is_refused():
 
 def test_missing_fabric_ip_names_the_host():
     from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
-    from .helpers import IMAGES, LANES, spark8_hosts
+    from tests.unit.helpers.plans import IMAGES, LANES, spark8_hosts
     hosts = spark8_hosts()
     del hosts[2]["vars"]["fabric_ip"]
     with pytest.raises(LanekitError, match="host spark-03 has no fabric_ip"):
