@@ -1,4 +1,6 @@
-"""weights_stage with source=hf: the real huggingface_hub client against a local Hub look-alike."""
+"""Stage sources (module_utils/_stage_sources.py): which files of a source are staged, and the hub
+source: weights_stage with source=hf, the real huggingface_hub client against a local Hub look-alike
+(the fake_hub fixture, which skips these tests when huggingface_hub is not installed)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,13 +14,22 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("huggingface_hub")
+from ansible_collections.lanekit.serving.plugins.module_utils import _staging
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import HubSource, filter_paths
+from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager
 
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
-from ansible_collections.lanekit.serving.plugins.module_utils import _staging  # noqa: E402
-from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import HubSource  # noqa: E402
-from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager  # noqa: E402
 
+def test_filter_paths_keeps_allowed_folders_and_drops_ignored_globs():
+    assert list(filter_paths(["a/b.json", "x.bin", "a/c.bin"], ["a/"], ["*.bin"])) == ["a/b.json"]
+
+
+def test_filter_paths_without_patterns_keeps_everything_and_accepts_one_string():
+    assert list(filter_paths(["b", "a"])) == ["b", "a"]
+    assert list(filter_paths(["x.json", "y.bin"], "*.json")) == ["x.json"]
+
+
+# -- the hub source, staged through Stager against fake_hub ------------------------------------------
 IGNORE = ["original/*", "README.md"]
 
 
