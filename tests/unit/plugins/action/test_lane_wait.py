@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import threading
 
-import pytest
 from ansible_collections.lanekit.serving.plugins.action import lane_wait as lw
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootConfig
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _lane_poll as poll
-from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir
 from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
 from tests.unit.helpers.lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
 from tests.unit.helpers.ranklogs import fixture_lines, lines_until
@@ -141,43 +138,6 @@ def test_follower_helps_with_the_bundle(tmp_path):
     assert "could not be copied" not in results["lead"]["msg"]
 
 
-def test_bundle_with_a_fake_fetch(tmp_path):
-    bundle = Bundle(new_bundle_dir(str(tmp_path / "lane"), now=0))
-    assert bundle.root.endswith(os.path.join("lane", "19700101T000000Z"))
-    assert new_bundle_dir(str(tmp_path / "lane"), now=0).endswith("19700101T000000Z-2")
-    copied = []
-    fetch = lambda remote, local: copied.append((remote, local)) or open(local, "w").close()  # noqa: E731
-    written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", ["/t/lk-r3.log", "/t/lk-r3.inspect.json",
-                                                               "/t/other.log"], fetch)
-    assert [os.path.relpath(p, bundle.root) for p in written] == ["ranks/r3-spark-04/full.log",
-                                                                 "ranks/r3-spark-04/inspect.json"]
-    bundle.fetch_host_files("spark-04", ["/t/meminfo.txt"], fetch)
-    assert os.path.isfile(os.path.join(bundle.root, "hosts", "spark-04", "meminfo.txt"))
-    bundle.mark_done("spark-04")
-    assert bundle.done_hosts() == {"spark-04"}
-
-
-def test_bundles_are_private_to_the_user(tmp_path):
-    lane_dir = str(tmp_path / "reports" / "lane")
-    bundle = Bundle(new_bundle_dir(lane_dir, now=0))
-    written = bundle.write_json("ranks/r0-h/status.json", {"rank": 0})
-    fetched = bundle.fetch_rank_files(0, "h", "c", ["/t/c.log"], lambda r, loc: open(loc, "w").close())
-    for path in (written, *fetched):
-        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
-    for path in (lane_dir, bundle.root, os.path.dirname(written)):
-        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, path
-
-
-def test_rendezvous_files_are_private_and_whole(tmp_path):
-    rdv = Rendezvous(str(tmp_path / "rdv"))
-    rdv.put_host("spark-01", {"tick": 3, "ranks": {}})
-    assert rdv.get_host("spark-01") == {"tick": 3, "ranks": {}}
-    assert stat.S_IMODE(os.stat(tmp_path / "rdv" / "hosts" / "spark-01.json").st_mode) == 0o600
-    assert stat.S_IMODE(os.stat(tmp_path / "rdv").st_mode) == 0o700
-    assert os.listdir(tmp_path / "rdv" / "hosts") == ["spark-01.json"]
-    assert rdv.collect(["spark-01", "spark-02"], 3, 0.0) == {"spark-01": {"tick": 3, "ranks": {}}}
-
-
 def test_explain_message():
     matches, msg = lw.explain_message(
         "Error response from daemon: failed to create shim task: OCI runtime create failed: unable to start "
@@ -187,12 +147,6 @@ def test_explain_message():
     assert msg.startswith("Starting rank 3 on spark-04 failed.")
     assert "Fix:" in msg
     assert lw.explain_message("boom")[1].endswith("No known failure signature matched.")
-
-
-def test_api_url():
-    assert poll.api_url(PLAN) == "http://10.10.10.1:30000"
-    assert poll.api_url(PLAN, "127.0.0.1") == "http://127.0.0.1:30000"
-    assert poll.api_url({"api": {"address": "fd00::1", "port": 8000}}) == "http://[fd00::1]:8000"
 
 
 def test_argument_spec_matches_the_documentation():
@@ -220,26 +174,6 @@ def test_the_bundle_goes_to_the_plans_reports_dir(tmp_path):
     ctx, _ = make_ctx(tmp_path, script)
     result = ctx.wait({})
     assert os.path.dirname(result["bundle"]) == ctx.plan["reports_dir"]
-
-
-def test_lane_members_come_from_the_plans_host_index():
-    members = poll.lane_members(TWO_NODES, {"inventory_hostname": "spark-02",
-                                            "ansible_play_batch": ["spark-01", "spark-02"]}, "lane_wait")
-    assert members.hosts == ["spark-01", "spark-02"] and members.coordinator == "spark-01"
-    assert [r["container_name"] for r in members.mine("spark-02")] == ["lk-r1"]
-    assert members.rank_hosts == {0: "spark-01", 1: "spark-02"}
-
-
-def test_a_node_missing_from_the_batch_is_refused_in_one_sentence():
-    with pytest.raises(poll.LaneTaskError, match="spark-02 is not in this play's batch; drop --limit/serial"):
-        poll.lane_members(TWO_NODES, {"inventory_hostname": "spark-01", "ansible_play_batch": ["spark-01"]},
-                          "lane_wait")
-
-
-def test_a_plan_without_the_host_index_is_refused_in_one_sentence():
-    plan = {k: v for k, v in TWO_NODES.items() if k != "hosts"}
-    with pytest.raises(poll.LaneTaskError, match=r"no per-host index \(plan.hosts\); re-plan"):
-        poll.lane_members(plan, {"inventory_hostname": "spark-01"}, "lane_wait")
 
 
 def test_wait_without_a_reports_dir_is_refused_in_one_sentence():
