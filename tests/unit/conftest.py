@@ -23,6 +23,7 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 from tests.unit.helpers.hubserver import FakeHub  # noqa: E402  (needs the path above)
+from tests.unit.helpers.modules import stage_local_model  # noqa: E402
 
 
 @pytest.fixture
@@ -38,3 +39,9 @@ def fake_hub():
         yield hub
     finally:
         hub.stop()
+
+
+@pytest.fixture
+def staged(tmp_path):
+    """A small two-shard model staged from tmp_path/src into tmp_path/nfs/model by weights_stage."""
+    return stage_local_model(tmp_path)
