@@ -15,8 +15,6 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_module imp
     run_docker_module,
 )
 from ansible_collections.lanekit.serving.plugins.modules import image_distribute, image_info
-from ansible_collections.lanekit.serving.plugins.modules.image_build import ImageBuilder
-from ansible_collections.lanekit.serving.plugins.modules.image_info import ImageInfo
 
 from tests.unit.helpers.docker import FakeEngine, FakeModule
 
@@ -77,23 +75,6 @@ def test_manager_pin_problem_checks_rootfs_when_given():
     engine.add(REF, labels={"io.lanekit.content-hash": HASH})
     mgr, _ = manager(engine, rootfs="sha256:" + "0" * 64)
     assert "rebuilt elsewhere" in mgr.pin_problem(mgr.inspect_pin())
-
-
-@pytest.mark.parametrize("buildkit, env", [(None, {}), (True, {"DOCKER_BUILDKIT": "1"}), (False, {"DOCKER_BUILDKIT": "0"})])
-def test_image_build_sets_buildkit_only_when_asked(buildkit, env):
-    assert ImageBuilder.docker_env({"buildkit": buildkit}) == env
-
-
-def test_image_info_reports_current_only_against_a_content_hash():
-    engine = FakeEngine(arch="arm64")
-    engine.add(REF, labels={"io.lanekit.content-hash": HASH}, arch="arm64")
-    result = manager(engine, cls=ImageInfo)[0].run()
-    assert result["current"] and result["mismatch"] == "" and result["engine"] == {"arch": "arm64"}
-    assert result["pin"]["arch"] == "arm64" and not result["changed"]
-    result = manager(engine, cls=ImageInfo, content_hash=None)[0].run()
-    assert not result["current"] and result["mismatch"] == "" and result["pin"]["present"]
-    result = manager(engine, cls=ImageInfo, content_hash="d" * 64)[0].run()
-    assert not result["current"] and "points at another image" in result["mismatch"]
 
 
 # -- main(): a real AnsibleModule, docker answered by the engine in memory ----------------------------
@@ -159,22 +140,3 @@ def test_main_binds_the_managers_docker_environment(engine, capsys):
     code, result = run_main(main, capsys, docker_cli="/bin/true", _ansible_check_mode=True)
     assert code == 0 and result["env"] == {"DOCKER_BUILDKIT": "1"} and result["check_mode"] is True
     assert engine.calls[0]["env"] == {"DOCKER_BUILDKIT": "1"}
-
-
-def test_image_info_names_a_local_copy_when_only_the_tag_is_missing():
-    """A node whose tag was removed but which still holds the pinned image (a running rank keeps it)
-    is repaired by a re-tag: image_info says so, and the role leaves it out of the stream's clients."""
-    engine = FakeEngine()
-    kept = engine.add("lanekit/thin:kept-under-another-name", labels={"io.lanekit.content-hash": HASH})
-    info, _ = manager(engine, cls=ImageInfo)
-    result = info.run()
-    assert result["current"] is False and "not present" in result["mismatch"]
-    assert result["local_copy"] == kept["Id"]
-    engine.add(REF, labels={"io.lanekit.content-hash": HASH})
-    current = manager(engine, cls=ImageInfo)[0].run()
-    assert current["current"] is True and current["local_copy"] == ""
-    # Another image under the tag and no pinned copy anywhere: a transfer is needed.
-    other = FakeEngine()
-    other.add(REF, labels={"io.lanekit.content-hash": "d" * 64})
-    replaced = manager(other, cls=ImageInfo)[0].run()
-    assert replaced["current"] is False and replaced["local_copy"] == ""

@@ -321,3 +321,8 @@ def test_an_accepted_lock_disagreement_is_announced():
                                     {"content_hash": HASH})
     assert status == "update"
     assert sentence.startswith("the lock images/thin/image.lock.yml will be updated: ") and "content_hash" in sentence
+
+
+@pytest.mark.parametrize("buildkit, env", [(None, {}), (True, {"DOCKER_BUILDKIT": "1"}), (False, {"DOCKER_BUILDKIT": "0"})])
+def test_image_build_sets_buildkit_only_when_asked(buildkit, env):
+    assert ImageBuilder.docker_env({"buildkit": buildkit}) == env
