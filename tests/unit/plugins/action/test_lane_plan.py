@@ -1,4 +1,4 @@
-"""The command-line override layer: lane_cli_overrides, and the refusal of -e lane_overrides."""
+"""The lane_plan action (action/lane_plan.py)'s command-line override layer: lane_cli_overrides, and the refusal of -e lane_overrides."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,6 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.action import lane_plan as lp
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
 
 from tests.unit.helpers.plans import VLLM, plan
 
@@ -83,8 +82,3 @@ def test_layers_deep_merge_inventory_then_command_line():
     assert cmd[cmd.index("--max-num-seqs") + 1] == "8"  # the command line wins
     assert cmd[cmd.index("--max-num-batched-tokens") + 1] == "4096"  # the inventory's other key survives
     assert result["layers"][-1] == "lane_cli_overrides given with -e"
-
-
-def test_parse_overrides_names_the_layer_variable():
-    with pytest.raises(LanekitError, match="^src: lane_cli_overrides is a list"):
-        parse_overrides([1], "src", "lane_cli_overrides")

@@ -112,3 +112,8 @@ def test_overrides_from_command_line_string():
     assert parse_overrides('{"serve": {"args": {"--x": 1}}}', "cli") == {"serve": {"args": {"--x": 1}}}
     with pytest.raises(LanekitError, match="lane_overrides is 3 \\(a number\\)"):
         parse_overrides("3", "cli")
+
+
+def test_parse_overrides_names_the_layer_variable():
+    with pytest.raises(LanekitError, match="^src: lane_cli_overrides is a list"):
+        parse_overrides([1], "src", "lane_cli_overrides")
