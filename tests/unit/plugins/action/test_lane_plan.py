@@ -1,4 +1,5 @@
-"""The lane_plan action (action/lane_plan.py)'s command-line override layer: lane_cli_overrides, and the refusal of -e lane_overrides."""
+"""The lane_plan action's command-line override layer (action/lane_plan.py): lane_cli_overrides,
+and the refusal of -e lane_overrides."""
 from __future__ import annotations
 
 import json
