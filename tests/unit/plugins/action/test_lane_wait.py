@@ -1,0 +1,204 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""The lane_wait action's controller side, with a fake node: polling, verdicts, the bundle, explain."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from ansible_collections.lanekit.serving.plugins.action import lane_wait as lw
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootConfig
+from ansible_collections.lanekit.serving.plugins.plugin_utils import _lane_poll as poll
+from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
+from tests.unit.helpers.lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
+from tests.unit.helpers.ranklogs import fixture_lines, lines_until
+
+
+def args(**kw):
+    base = {k: v.get("default") for k, v in lw.ARGUMENT_SPEC.items()}
+    base.update(plan=PLAN, mode="wait", sync_timeout_s=0.5, bundle_timeout_s=5)
+    base.update(kw)
+    return base
+
+
+def make_ctx(tmp_path, script, me="spark-01", plan=PLAN, **kw):
+    plan = dict(plan, reports_dir=str(tmp_path / "reports" / plan["lane"]))
+    action = FakeAction(str(tmp_path / ("node-" + me)), script)
+    os.makedirs(action._connection.node_dir, exist_ok=True)
+    task_vars = {"inventory_hostname": me, "ansible_play_batch": list(plan["hosts"])}
+    members = poll.lane_members(plan, task_vars, "lane_wait")
+    cfg = BootConfig.from_plan(plan)
+    rdv = Rendezvous(str(tmp_path / "rdv"))
+    return lw.Waiter(action, args(plan=plan, **kw), task_vars, plan, members, cfg, rdv, plan["reports_dir"]), action
+
+
+def test_g1_scale_c_crash_fails_within_two_polls_and_writes_the_bundle(tmp_path, capsys):
+    head = lines_until("sglang-head.log", "32/64")
+    worker = lines_until("sglang-worker.log", "Load weight begin")
+    crash = fixture_lines("sglang-g1-scale-c.log")
+    script = [
+        lambda a: {"containers": [container("lk-r0", head), container("lk-r1", worker)], "now": 1793342500.0,
+                   "api": {"accepts": False}, "health": {}, "meminfo": {"MemFree": 1600000}},
+        lambda a: {"containers": [container("lk-r0", []), container("lk-r1", crash, "exited", 1)],
+                   "now": 1793342501.0, "api": {"accepts": False}, "health": {}, "meminfo": {}},
+    ]
+    ctx, action = make_ctx(tmp_path, script)
+    result = ctx.wait({})
+    polls = [c for c in action.calls if not c.get("bundle_dir")]
+    assert len(polls) == 2
+    # the second poll asked only for lines after the last one seen
+    assert polls[1]["since"]["lk-r0"] == head[-1].split(" ")[0]
+    assert result["failed"] and result["culprits"] == [1]
+    assert "--moe-runner-backend flashinfer_cutlass" in result["msg"]
+    assert "rank 1 (spark-01)" in result["msg"]
+    bundle = result["bundle"]
+    assert bundle.startswith(str(tmp_path / "reports" / "mistral-large4-nvfp4-8x-sglang") + os.sep)
+    for rel in ("plan.json", "verdict.json", "summary.txt", "status-history.log",
+                "ranks/r1-spark-01/log-tail.txt", "ranks/r1-spark-01/full.log", "ranks/r1-spark-01/inspect.json",
+                "ranks/r0-spark-01/full.log", "hosts/spark-01/meminfo.txt", "hosts/spark-01/meminfo.json"):
+        assert os.path.isfile(os.path.join(bundle, rel)), rel
+    with open(os.path.join(bundle, "ranks/r1-spark-01/log-tail.txt")) as handle:
+        assert "g1_scale_c" in handle.read()
+    with open(os.path.join(bundle, "plan.json")) as handle:
+        assert json.load(handle)["lane"] == PLAN["lane"]
+    with open(os.path.join(bundle, "verdict.json")) as handle:
+        assert json.load(handle)["signatures"][0]["id"] == "fusedmoe_g1_scale_c"
+    # head probes from the head node, worker health from its own node
+    assert polls[0]["api_probe"]["url"] == "http://10.10.10.1:30000"
+    assert polls[0]["health_probes"] == [{"name": "lk-r1", "url": "http://127.0.0.1:30000/health"}]
+    assert not os.path.exists(action._connection.node_dir + "/tmp")
+
+
+def test_ready_after_the_stability_window(tmp_path):
+    head = fixture_lines("sglang-head.log")
+    worker = fixture_lines("sglang-worker.log")
+    api = {"url": "http://10.10.10.1:30000", "accepts": True, "health_status": 200, "model_listed": True,
+           "chat_ok": True, "ttft_s": 0.4}
+    script = [lambda a: {"containers": [container("lk-r0", head), container("lk-r1", worker)], "now": 1793342500.0,
+                         "api": api, "health": {"lk-r1": {"status": 200}}, "meminfo": {}}]
+    ctx, action = make_ctx(tmp_path, script, stability_s=1.0)
+    ctx.cfg.stability_s = 1.0
+    result = ctx.wait({})
+    assert result.get("failed") is not True
+    assert result["status"] == "ready"
+    assert "first token in 0.4 s" in result["msg"]
+    polls = [c for c in action.calls if not c.get("bundle_dir")]
+    # the chat probe ran once, then was not asked again
+    assert polls[0]["api_probe"]["chat"] is True and polls[-1]["api_probe"]["chat"] is False
+
+
+def test_restarted_container_resets_the_parser(tmp_path):
+    watcher = poll.HostWatcher([{"node_rank": 0, "host": "h", "role": "head", "container_name": "c"}], "sglang", 50)
+    crash = fixture_lines("sglang-g1-scale-c.log")
+    first = watcher.absorb({"containers": [dict(container("c", crash), inspect=inspect("exited", 1))], "now": 0})
+    assert "fusedmoe_g1_scale_c" in first[0].signatures
+    again = inspect(started="2026-10-30T08:00:00.000000000Z")
+    second = watcher.absorb({"containers": [{"name": "c", "exists": True, "inspect": again,
+                                             "lines": lines_until("sglang-head.log", "Load weight begin")}],
+                             "now": 1793347300.0})
+    assert second[0].signatures == {} and second[0].phase == "loading"
+
+
+def test_gather_error_keeps_last_status_briefly(tmp_path):
+    watcher = poll.HostWatcher([{"node_rank": 2, "host": "h", "role": "worker", "container_name": "c"}], "vllm", 50)
+    ok = watcher.absorb({"containers": [container("c", lines_until("vllm-worker.log", "assigned"))], "now": 1e9})
+    assert ok[2].phase == "loading"
+    miss = watcher.absorb(None, "cannot reach h: timeout")
+    assert miss[2].phase == "loading" and miss[2].gather_error == "cannot reach h: timeout"
+    watcher.absorb(None, "x")
+    gone = watcher.absorb(None, "cannot reach h: timeout")
+    assert gone[2].state == "unknown"
+
+
+def test_follower_helps_with_the_bundle(tmp_path):
+    plan = TWO_NODES
+    head = lines_until("sglang-head.log", "32/64")
+    crash = fixture_lines("sglang-g1-scale-c.log")
+    lead_script = [
+        lambda a: {"containers": [container("lk-r0", head)], "now": 1793342500.0, "api": {"accepts": False},
+                   "health": {}, "meminfo": {}},
+    ]
+    follow_script = [
+        lambda a: {"containers": [container("lk-r1", crash, "exited", 1)], "now": 1793342500.0, "health": {},
+                   "meminfo": {}},
+    ]
+    lead, _ = make_ctx(tmp_path, lead_script, me="spark-01", plan=plan, sync_timeout_s=3.0)
+    follower, _ = make_ctx(tmp_path, follow_script, me="spark-02", plan=plan)
+    results = {}
+    thread = threading.Thread(target=lambda: results.setdefault("follower", follower.wait({})))
+    thread.start()
+    results["lead"] = lead.wait({})
+    thread.join(10)
+    assert results["lead"]["failed"] and results["lead"]["culprits"] == [1]
+    assert "rank 1 (spark-02)" in results["lead"]["msg"]
+    assert not results["follower"].get("failed")
+    assert results["follower"]["lane_status"] == "failed"
+    assert os.path.isfile(os.path.join(results["lead"]["bundle"], "ranks/r1-spark-02/full.log"))
+    assert "could not be copied" not in results["lead"]["msg"]
+
+
+def test_explain_message():
+    matches, msg = lw.explain_message(
+        "Error response from daemon: failed to create shim task: OCI runtime create failed: unable to start "
+        "container process: exec: \"vllm\": stat /usr/local/bin/vllm: no such file or directory: unknown",
+        context_sentence="Starting rank 3 on spark-04 failed")
+    assert [m.id for m in matches] == ["image_not_unpacked"]
+    assert msg.startswith("Starting rank 3 on spark-04 failed.")
+    assert "Fix:" in msg
+    assert lw.explain_message("boom")[1].endswith("No known failure signature matched.")
+
+
+def test_argument_spec_matches_the_documentation():
+    import yaml
+
+    from ansible_collections.lanekit.serving.plugins.modules import lane_wait as doc
+    documented = yaml.safe_load(doc.DOCUMENTATION)["options"]
+    assert set(documented) == set(lw.ARGUMENT_SPEC)
+    for name, spec in lw.ARGUMENT_SPEC.items():
+        assert documented[name].get("type") == spec["type"], name
+        if "default" in spec:
+            assert documented[name].get("default") == spec["default"], name
+
+
+def test_the_head_watches_the_plans_rendezvous_port(tmp_path):
+    ctx, _ = make_ctx(tmp_path, [])
+    assert ctx.module_args()["listen_ports"] == [25000]
+    single, _ = make_ctx(tmp_path, [], plan=dict(PLAN, rendezvous_port=None))
+    assert "listen_ports" not in single.module_args()
+
+
+def test_the_bundle_goes_to_the_plans_reports_dir(tmp_path):
+    crash = fixture_lines("sglang-g1-scale-c.log")
+    script = [lambda a: {"containers": [container("lk-r0", []), container("lk-r1", crash, "exited", 1)],
+                         "now": 1793342501.0, "api": {"accepts": False}, "health": {}, "meminfo": {}}]
+    ctx, _ = make_ctx(tmp_path, script)
+    result = ctx.wait({})
+    assert os.path.dirname(result["bundle"]) == ctx.plan["reports_dir"]
+
+
+def test_wait_without_a_reports_dir_is_refused_in_one_sentence():
+    plan = dict(TWO_NODES, reports_dir="")
+    result = action_module(lw.ActionModule, {"plan": plan}).run(
+        task_vars={"inventory_hostname": "spark-01", "ansible_play_batch": ["spark-01", "spark-02"]})
+    assert result["failed"] and "names no reports_dir for failure bundles" in result["msg"]
+
+
+def test_wait_without_ranks_is_refused_in_one_sentence():
+    result = action_module(lw.ActionModule, {"plan": {"lane": "l"}}).run(task_vars={"inventory_hostname": "h"})
+    assert result["failed"] and result["msg"].startswith("lane_wait has no ranks for lane l")
+
+
+def test_wait_is_skipped_in_check_mode():
+    plan = dict(TWO_NODES, reports_dir="/r/l")
+    result = action_module(lw.ActionModule, {"plan": plan}, check_mode=True).run(
+        task_vars={"inventory_hostname": "spark-01", "ansible_play_batch": ["spark-01", "spark-02"]})
+    assert result["skipped"] and not result.get("failed")
+
+
+def test_explain_mode_fails_with_the_explanation():
+    result = action_module(lw.ActionModule, {
+        "mode": "explain", "text": "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'",
+        "context": "Starting rank 1 failed"}).run(task_vars={"inventory_hostname": "h"})
+    assert result["failed"] and result["signatures"][0]["id"] == "fusedmoe_g1_scale_c"
+    assert result["msg"].startswith("Starting rank 1 failed.")

@@ -1,0 +1,333 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""The lane tracker (stall, budget, exit, ready), its status line and its figures from the plan."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _boot as boot
+from ansible_collections.lanekit.serving.plugins.module_utils import _boot_report as report
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
+from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
+from tests.unit.helpers.ranklogs import fixture_lines, lines_until, make_status
+
+HOSTS = {r: f"spark-{r + 1:02d}" for r in range(8)}
+
+
+# --- the lane tracker ----------------------------------------------------------------------
+
+def cfg(**kw):
+    base = dict(budget_s=4800, stall_s=600, poll_s=15, stability_s=30, expected_load_s=2700, expected_warmup_s=600)
+    base.update(kw)
+    return boot.BootConfig(**base)
+
+
+def vllm_loading(node_now=None):
+    statuses = {0: make_status(0, lines_until("vllm-head.log", "16/64"), node_now=node_now)}
+    for r in range(1, 8):
+        statuses[r] = make_status(r, lines_until("vllm-worker.log", "is assigned as DP rank"), node_now=node_now)
+    return statuses
+
+
+def test_status_line_lists_every_rank_with_eta():
+    tracker = boot.LaneTracker("mistral-large4-nvfp4-8x-vllm", "vllm", cfg(), HOSTS)
+    verdict = tracker.update(0.0, vllm_loading())
+    assert verdict.status == boot.WAITING
+    line = verdict.line
+    assert "mistral-large4-nvfp4-8x-vllm 10m" in line and "/1h20m" in line
+    assert "r0 loading 16/64 (25%)" in line
+    assert "r1-7 loading" in line
+    # 48 shards left at 1.6 shards/min = 30 min, plus the planned 10 min of warm-up
+    assert "ETA ~39m55s (load 29m55s at 1.6 shards/min + warm-up 10m00s planned)" in line
+    assert verdict.eta_s == pytest.approx(48 * 37.5 - 5 + 600, abs=2)
+
+
+def test_exit_fails_at_once_with_signature_rank_and_fix():
+    statuses = {r: make_status(r, fixture_lines("sglang-worker.log")[:7], engine="sglang") for r in range(8)}
+    statuses[3] = make_status(3, fixture_lines("sglang-g1-scale-c.log"), engine="sglang", state="exited", exit_code=1)
+    tracker = boot.LaneTracker("mistral-large4-nvfp4-8x-sglang", "sglang", cfg(), HOSTS)
+    verdict = tracker.update(0.0, statuses)
+    assert verdict.status == boot.FAILED
+    assert verdict.culprits == [3]
+    assert verdict.matches[0].id == "fusedmoe_g1_scale_c"
+    assert "r3 EXITED(1)" in verdict.line
+    message = report.failure_message("mistral-large4-nvfp4-8x-sglang", verdict, HOSTS, "/x/reports/b")
+    assert "rank 3 (spark-04)" in message
+    assert "--moe-runner-backend flashinfer_cutlass" in message
+    assert "the containers were left in place" in message
+
+
+def test_fatal_line_in_a_running_rank_fails_without_waiting_for_exit():
+    statuses = vllm_loading()
+    statuses[0] = make_status(0, lines_until("vllm-head.log", "Model loading took") + [
+        "2026-10-30T06:43:00.000000000Z ValueError: To serve at least one request with the models's max seq len "
+        "(524288), (25.00 GiB KV cache is needed, which is larger than the available KV cache memory (23.63 GiB). "
+        "Based on the available memory, the estimated maximum model length is 495296."])
+    verdict = boot.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses)
+    assert verdict.status == boot.FAILED
+    assert verdict.matches[0].id == "kv_budget_refused" and verdict.culprits == [0]
+
+
+def test_unknown_exit_quotes_the_last_exception():
+    statuses = vllm_loading()
+    statuses[6] = make_status(6, lines_until("vllm-worker.log", "is assigned") + [
+        "2026-10-30T06:01:00.000000000Z KeyError: 'model.layers.61.mlp.experts.w13_weight'"], state="exited", exit_code=1)
+    tracker = boot.LaneTracker("l", "vllm", cfg(), HOSTS)
+    # Polls every 15 s. The rank exited 65 s before the failing poll at 100 s (FinishedAt 06:00:00,
+    # node clock 06:01:05), i.e. at 35 s: the polls at 40, 55, 70, 85 and 100 s began after it.
+    for t in (10.0, 25.0, 40.0, 55.0, 70.0, 85.0):
+        assert tracker.update(t, vllm_loading()).status == boot.WAITING
+    verdict = tracker.update(100.0, statuses)
+    assert verdict.status == boot.FAILED and verdict.culprits == [6]
+    assert verdict.matches[0].id == "container_exited"
+    assert "KeyError" in verdict.summary
+    assert verdict.noticed_after_s == 65.0 and verdict.polls_after_exit == 5
+    message = report.failure_message("l", verdict, HOSTS, poll_s=15)
+    assert "Noticed 65.0 s after the first rank exited, at poll 5 after the exit (one poll every 15 s)." in message
+    fresh = boot.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses)
+    assert fresh.polls_after_exit == 1
+
+
+def test_missing_container_fails():
+    statuses = vllm_loading()
+    statuses[7] = rankstatus.build({"node_rank": 7, "host": "spark-08"}, None, None, 0.0)
+    verdict = boot.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses)
+    assert verdict.status == boot.FAILED and verdict.matches[0].id == "container_missing"
+    assert verdict.culprits == [7]
+
+
+def test_stall_names_the_rank_that_never_joined():
+    statuses = {0: make_status(0, lines_until("vllm-head.log", "distributed_init_method"))}
+    for r in range(1, 8):
+        statuses[r] = make_status(r, lines_until("vllm-worker.log", "distributed_init_method"))
+    statuses[5] = make_status(5, [])     # started, never printed its rendezvous line
+    tracker = boot.LaneTracker("l", "vllm", cfg(stall_s=600), HOSTS)
+    assert tracker.update(0.0, statuses).status == boot.WAITING
+    assert tracker.update(300.0, statuses).status == boot.WAITING
+    line = tracker.update(450.0, statuses).line
+    assert "no progress 7m30s/10m00s" in line
+    verdict = tracker.update(600.0, statuses)
+    assert verdict.status == boot.FAILED
+    assert verdict.culprits == [5]
+    ids = [m.id for m in verdict.matches]
+    assert ids[:2] == ["rank_never_joined", "stalled"]
+    message = report.failure_message("l", verdict, HOSTS)
+    assert "rank 5 (spark-06)" in message
+
+
+def test_progress_resets_the_stall_clock():
+    tracker = boot.LaneTracker("l", "vllm", cfg(stall_s=600), HOSTS)
+    assert tracker.update(0.0, vllm_loading()).status == boot.WAITING
+    moved = vllm_loading()
+    moved[0] = make_status(0, lines_until("vllm-head.log", "64/64"))
+    assert tracker.update(500.0, moved).status == boot.WAITING
+    assert tracker.update(1000.0, moved).status == boot.WAITING   # 500 s quiet < 600
+    assert tracker.update(1100.0, moved).status == boot.FAILED
+
+
+def test_budget_exhausted():
+    statuses = vllm_loading()
+    for status in statuses.values():
+        status.started_age_s = 5000.0
+    verdict = boot.LaneTracker("l", "vllm", cfg(budget_s=4800), HOSTS).update(0.0, statuses)
+    assert verdict.status == boot.FAILED
+    assert any(m.id == "budget_exhausted" for m in verdict.matches)
+
+
+def test_silent_host_is_named_on_stall():
+    statuses = vllm_loading()
+    statuses[4] = rankstatus.build({"node_rank": 4, "host": "spark-05"}, None, None, 0.0,
+                                       gather_error="cannot reach spark-05: timed out")
+    tracker = boot.LaneTracker("l", "vllm", cfg(stall_s=100), HOSTS)
+    tracker.update(0.0, statuses)
+    verdict = tracker.update(100.0, statuses)
+    assert verdict.status == boot.FAILED and verdict.culprits == [4]
+    assert "cannot reach spark-05" in verdict.summary
+
+
+def test_loaded_ranks_wait_at_the_barrier_until_all_loaded():
+    statuses = {r: make_status(r, lines_until("sglang-worker.log", "Load weight begin"), engine="sglang")
+                for r in range(8)}
+    for r in (0, 1, 2, 3):
+        statuses[r] = make_status(r, lines_until("sglang-worker.log", "Load weight end"), engine="sglang")
+    tracker = boot.LaneTracker("l", "sglang", cfg(barrier_timeout_s=480), HOSTS)
+    verdict = tracker.update(0.0, statuses)
+    assert "r0-3 barrier" in verdict.line and "r4-7 loading" in verdict.line
+    # the first rank loaded 06:38:02, node now is 5 s later: 475 s left of the 480 s barrier
+    assert "barrier closes in 7m55s, waiting for r4-7" in verdict.line
+    for r in range(4, 8):
+        statuses[r] = make_status(r, lines_until("sglang-worker.log", "Load weight end"), engine="sglang")
+    verdict = tracker.update(15.0, statuses)
+    assert "r0-7 kv-profile" in verdict.line
+
+
+def probes_ok(chat=True):
+    return {"api": {"url": "http://10.10.10.1:8000", "accepts": True, "health_status": 200,
+                    "model_listed": True, "chat_ok": chat, "ttft_s": 0.8}}
+
+
+def ready_vllm(chat=True):
+    statuses = {0: make_status(0, fixture_lines("vllm-head.log"), probes=probes_ok(chat))}
+    for r in range(1, 8):
+        statuses[r] = make_status(r, fixture_lines("vllm-worker.log"))
+    return statuses
+
+
+def test_ready_needs_every_probe_and_the_stability_window():
+    tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=30), HOSTS)
+    assert tracker.update(0.0, ready_vllm(chat=False)).status == boot.WAITING
+    first = tracker.update(15.0, ready_vllm())
+    assert first.status == boot.WAITING and "healthy 0s/30s" in first.line
+    assert "r0 up(api)" in first.line and "r1-7 up" in first.line
+    assert tracker.update(30.0, ready_vllm()).status == boot.WAITING
+    assert tracker.update(45.0, ready_vllm()).status == boot.READY
+
+
+def test_sglang_ready_needs_worker_health():
+    statuses = {0: make_status(0, fixture_lines("sglang-head.log"), engine="sglang", probes=probes_ok())}
+    for r in range(1, 8):
+        statuses[r] = make_status(r, fixture_lines("sglang-worker.log"), engine="sglang",
+                                  probes={"health": {"status": 200}})
+    statuses[6].probes = {"health": {"status": None, "error": "connection refused"}}
+    ok, why = boot.readiness("sglang", statuses, True)
+    assert not ok and "r6" in why
+    statuses[6].probes = {"health": {"status": 200}}
+    assert boot.readiness("sglang", statuses, True) == (True, "")
+
+
+def test_flapping_api_fails():
+    tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=60, max_flaps=2), HOSTS)
+    bad = ready_vllm()
+    bad[0].probes["api"]["health_status"] = 503
+    tracker.update(0.0, ready_vllm())
+    tracker.update(15.0, bad)
+    tracker.update(30.0, ready_vllm())
+    verdict = tracker.update(45.0, bad)
+    assert verdict.status == boot.FAILED and verdict.matches[-1].id == "api_unhealthy"
+
+
+def test_boot_config_from_plan():
+    plan = {"engine": "sglang", "boot": {"budget_s": 5400, "stall_s": 900, "poll_s": 20, "expected_load_s": 3000},
+            "barrier_timeout_s": 7200.0, "ranks": [{"env": {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "999"}}]}
+    config = boot.BootConfig.from_plan(plan, poll_s=5.0)
+    assert (config.budget_s, config.stall_s, config.poll_s, config.expected_load_s) == (5400, 900, 5.0, 3000)
+    assert config.barrier_timeout_s == 7200
+
+
+def test_the_barrier_comes_from_the_plan_not_the_rank_env():
+    env = {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "7200"}
+    assert boot.BootConfig.from_plan({"engine": "sglang", "barrier_timeout_s": 4800,
+                                      "ranks": [{"env": env}]}).barrier_timeout_s == 4800
+    # the plan says the engine has no barrier: no barrier note, whatever a rank's env holds
+    assert boot.BootConfig.from_plan({"engine": "sglang", "barrier_timeout_s": None,
+                                      "ranks": [{"env": env}]}).barrier_timeout_s is None
+    assert boot.BootConfig.from_plan({"engine": "vllm", "barrier_timeout_s": None}).barrier_timeout_s is None
+
+
+def test_a_plan_without_the_barrier_key_gets_the_engine_records_stock_barrier():
+    stock = engines.get("sglang").timeout("barrier").stock_s
+    assert boot.BootConfig.from_plan({"engine": "sglang", "ranks": [
+        {"env": {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "7200"}}]}).barrier_timeout_s == stock
+    assert boot.BootConfig.from_plan({"engine": "vllm"}).barrier_timeout_s is None
+    assert boot.BootConfig.from_plan({}).barrier_timeout_s is None
+
+
+def test_no_barrier_note_without_a_barrier():
+    statuses = {r: make_status(r, lines_until("sglang-worker.log", "Load weight begin"), engine="sglang")
+                for r in range(8)}
+    statuses[0] = make_status(0, lines_until("sglang-worker.log", "Load weight end"), engine="sglang")
+    line = boot.LaneTracker("l", "sglang", cfg(barrier_timeout_s=None), HOSTS).update(0.0, statuses).line
+    assert "barrier closes" not in line and "r0 barrier" in line
+
+
+def test_table():
+    statuses = ready_vllm()
+    statuses[7] = make_status(7, fixture_lines("vllm-worker.log"), state="exited", exit_code=137)
+    table = report.render_table(boot.LaneTracker("l", "vllm", cfg(), HOSTS).infer(statuses), "l")
+    assert table[0] == "lane l"
+    assert table[1].split() == ["rank", "host", "container", "state", "phase", "uptime", "restarts", "plan", "image"]
+    assert "API up" in table[2]
+    assert "exited(137)" in table[9]
+
+
+def test_a_serving_lane_is_not_failed_by_its_age():
+    # A re-run on a lane that has served for hours: the budget and stall clocks do not apply.
+    statuses = ready_vllm()
+    for status in statuses.values():
+        status.started_age_s = 86400.0
+    tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=30, stall_s=20), HOSTS)
+    assert tracker.update(0.0, statuses).status == boot.WAITING
+    assert tracker.update(25.0, statuses).status == boot.WAITING
+    assert tracker.update(30.0, statuses).status == boot.READY
+
+
+def test_already_serving_is_told_apart_from_a_boot():
+    tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=10), HOSTS)
+    tracker.update(0.0, ready_vllm())
+    verdict = tracker.update(10.0, ready_vllm())
+    assert verdict.status == boot.READY and verdict.already_serving
+    booting = boot.LaneTracker("l", "vllm", cfg(stability_s=10), HOSTS)
+    booting.update(0.0, vllm_loading())
+    booting.update(5.0, ready_vllm())
+    verdict = booting.update(15.0, ready_vllm())
+    assert verdict.status == boot.READY and not verdict.already_serving
+
+
+def test_overdue_plan_eta_is_said():
+    statuses = {r: make_status(r, []) for r in range(8)}
+    for status in statuses.values():
+        status.started_age_s = 4000.0
+    line = boot.LaneTracker("l", "vllm", cfg(expected_load_s=2700, expected_warmup_s=600), HOSTS).update(
+        0.0, statuses).line
+    assert "ETA overdue by 11m40s (planned)" in line
+
+
+def test_rendezvous_timeout_blames_the_missing_rank():
+    statuses = {r: make_status(r, lines_until("vllm-worker.log", "distributed_init_method")) for r in range(8)}
+    statuses[0] = make_status(0, lines_until("vllm-head.log", "distributed_init_method") + [
+        "2026-10-30T06:10:06.000000000Z torch.distributed.DistStoreError: Timed out after 600 seconds waiting for "
+        "clients. 7/8 clients joined. Missing node ranks: 5."], state="exited", exit_code=1)
+    verdict = boot.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses)
+    assert verdict.status == boot.FAILED
+    assert verdict.matches[0].id == "rendezvous_timeout" and verdict.culprits == [5]
+
+
+def test_the_rank_that_never_joined_is_named_from_the_store_connections():
+    ips = {r: f"172.31.213.{11 + r}" for r in range(8)}
+    statuses = {r: make_status(r, lines_until("vllm-worker.log", "headless")) for r in range(8)}
+    statuses[0] = make_status(0, lines_until("vllm-head.log", "distributed_init_method"))
+    for r, status in statuses.items():
+        status.fabric_ip = ips[r]
+    statuses[0].probes = {"rendezvous": {"port": 29501, "peers": [ips[r] for r in range(8) if r != 5]}}
+    tracker = boot.LaneTracker("l", "vllm", cfg(stall_s=60), HOSTS)
+    line = tracker.update(0.0, statuses).line
+    assert "joined 7/8, waiting for r5" in line
+    verdict = tracker.update(60.0, statuses)
+    assert verdict.status == boot.FAILED and verdict.culprits == [5]
+    assert verdict.matches[0].id == "rank_never_joined"
+    assert "has no connection to the head's rendezvous port" in verdict.matches[0].detail
+
+
+def test_joined_is_unknown_when_ranks_share_an_address():
+    statuses = {r: make_status(r, lines_until("vllm-worker.log", "headless")) for r in range(2)}
+    for status in statuses.values():
+        status.fabric_ip = "127.0.0.1"
+    statuses[0].probes = {"rendezvous": {"port": 29501, "peers": ["127.0.0.1"]}}
+    assert boot.LaneTracker.joined(statuses) is None
+
+
+def test_memory_note_names_the_tightest_node():
+    statuses = vllm_loading()
+    for status in statuses.values():
+        status.mem_free_kb = 30 * 1048576
+    statuses[5].mem_free_kb = int(1.6 * 1048576)
+    assert report.memory_note(statuses) == "MemFree min 1.6G r5"
+    assert "MemFree min 1.6G r5" in boot.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses).line
+
+
+def test_table_tells_whether_a_container_matches_the_plan():
+    statuses = ready_vllm()
+    statuses[0].planned_spec_hash, statuses[0].labels = "aaa", {"io.lanekit.spec-hash": "aaa"}
+    statuses[1].planned_spec_hash, statuses[1].labels = "bbb", {"io.lanekit.spec-hash": "old"}
+    table = report.render_table(statuses, "l")
+    assert " current " in table[2] and " differs " in table[3] and " - " in table[4]

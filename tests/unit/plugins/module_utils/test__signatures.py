@@ -1,0 +1,164 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""Failure signatures: every line of the report's boot ledger, and the multi-node ones."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
+from tests.unit.helpers.ranklogs import fixture_lines
+
+LEDGER = [
+    # boot 1: half-unpacked image (docker's start error)
+    ('failed to create shim task: OCI runtime create failed: runc create failed: unable to start container '
+     'process: exec: "/opt/nvidia/nvidia_entrypoint.sh": stat /opt/nvidia/nvidia_entrypoint.sh: no such file '
+     'or directory: unknown', "image_not_unpacked"),
+    # boot 2: KV budget refusal
+    ("ValueError: To serve at least one request with the models's max seq len (524288), (25.00 GiB KV cache is "
+     "needed, which is larger than the available KV cache memory (23.63 GiB). Based on the available memory, the "
+     "estimated maximum model length is 495296. Try increasing `gpu_memory_utilization` or decreasing "
+     "`max_model_len` when initializing the engine.", "kv_budget_refused"),
+    # boot 4: post-load barrier
+    ("ValueError: TP rank 2 could finish the model loading, but there are other ranks that didn't finish loading. "
+     "It is likely due to unexpected failures (e.g., OOM) or a slow node.", "post_load_barrier_timeout"),
+    # boot 5: flashinfer_sparse_mla refused
+    ("ValueError: flashinfer_sparse_mla attention backend only supports model_arch in ['GlmMoeDsaForCausalLM'], "
+     "got MistralLarge4ForCausalLM", "flashinfer_sparse_mla_refused"),
+    # boot 6: g1_scale_c
+    ("AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'", "fusedmoe_g1_scale_c"),
+    # multi-node
+    ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 7/8 clients joined.",
+     "rendezvous_timeout"),
+    ("[W1030 06:10:00.1 socket.cpp:752] [c10d] The client socket has timed out after 600000ms while trying to "
+     "connect to (10.10.10.1, 29501).", "rendezvous_timeout"),
+    ("[rank5]:[E1030 07:35:02 ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective operation timeout: "
+     "WorkNCCL(SeqNum=3, OpType=ALLREDUCE) ran for 600013 milliseconds before timing out.", "nccl_watchdog_timeout"),
+    ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or "
+     "there was a network error, NCCL version 2.27.7 ncclRemoteError", "nccl_error"),
+    ("TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight "
+     "loading for large models. Waited 600 seconds (configured by VLLM_ENGINE_READY_TIMEOUT_S).",
+     "engine_ready_timeout"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "cuda_out_of_memory"),
+    ("vllm serve: error: unrecognized arguments: --moe-runner-backend flashinfer_cutlass", "unknown_engine_flag"),
+    ("Error response from daemon: Cannot find image with name lanekit/mistral-large4-vllm:0123456789ab, and "
+     "pull=never", "image_missing"),
+    ("exec /usr/local/bin/vllm: exec format error", "image_wrong_arch"),
+    ("OSError: [Errno 98] Address already in use", "address_in_use"),
+    ("RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
+     "memory_unbalanced"),
+    ("OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the "
+     "cached files.", "tokenizer_needs_mistral_mode"),
+]
+
+
+@pytest.mark.parametrize("line,expected", LEDGER, ids=[e for _, e in LEDGER])
+def test_ledger_lines_are_recognised(line, expected):
+    assert expected in sigs.scan_text(line)
+
+
+def test_trtllm_fmha_needs_its_context():
+    traceback = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/flashinfer/mla.py", line 611, in trtllm_batch_decode_with_kv_cache_mla',
+        "    run_func(",
+        "RuntimeError: Unsupported architecture",
+    ]
+    assert "trtllm_fmha_unsupported_arch" in sigs.scan_text("\n".join(traceback))
+    # the same words with no trtllm/fmha around are not that failure
+    assert "trtllm_fmha_unsupported_arch" not in sigs.scan_text("RuntimeError: Unsupported architecture")
+
+
+def test_g1_scale_c_fix_names_flashinfer_cutlass():
+    found = sigs.scan_text("\n".join(fixture_lines("sglang-g1-scale-c.log")))
+    assert set(found) == {"fusedmoe_g1_scale_c"}
+    assert "--moe-runner-backend flashinfer_cutlass" in sigs.get("fusedmoe_g1_scale_c").fix
+
+
+def test_table_is_complete_and_unique():
+    ids = [s.id for s in sigs.SIGNATURES]
+    assert len(ids) == len(set(ids))
+    for sig in sigs.SIGNATURES:
+        assert sig.cause.endswith(".") and sig.fix.endswith("."), sig.id
+        assert sig.title and sig.kind in (sigs.ROOT, sigs.CONSEQUENCE)
+    derived = {s.id for s in sigs.SIGNATURES if s.derived}
+    assert {"rank_never_joined", "stalled", "budget_exhausted", "container_exited"} <= derived
+
+
+def test_scanner_records_first_evidence_once_per_signature():
+    scanner = sigs.LineScanner()
+    assert scanner.feed(fixture_lines("nccl-watchdog.log")) == ["nccl_watchdog_timeout"]
+    assert scanner.feed(fixture_lines("nccl-watchdog.log")) == []
+    assert "SeqNum=3" in scanner.found["nccl_watchdog_timeout"]
+
+
+def test_last_exception_is_kept_for_unknown_exits():
+    scanner = sigs.LineScanner()
+    scanner.feed(["Traceback (most recent call last):", "  File x", "KeyError: 'model.layers.61.mlp'"])
+    assert scanner.last_exception == "KeyError: 'model.layers.61.mlp'"
+
+
+def test_collect_puts_roots_before_consequences_and_groups_ranks():
+    found = {
+        0: {"nccl_watchdog_timeout": "watchdog r0"},
+        3: {"fusedmoe_g1_scale_c": "AttributeError ... g1_scale_c"},
+        5: {"nccl_watchdog_timeout": "watchdog r5"},
+    }
+    matches = sigs.collect(found)
+    assert [m.id for m in matches] == ["fusedmoe_g1_scale_c", "nccl_watchdog_timeout"]
+    assert matches[1].ranks == [0, 5]
+    assert matches[1].evidence == "watchdog r0"
+
+
+def test_describe_names_rank_host_evidence_and_fix():
+    match = sigs.collect({3: {"fusedmoe_g1_scale_c": "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'"}})[0]
+    text = sigs.describe(match, {3: "spark-04"})
+    assert "rank 3 (spark-04)" in text
+    assert "Fix: Add `--moe-runner-backend flashinfer_cutlass`" in text
+    assert "g1_scale_c" in text
+
+
+def test_evidence_is_trimmed():
+    found = sigs.scan_text("AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'" + " x" * 400)
+    assert len(found["fusedmoe_g1_scale_c"]) <= 300
+
+
+def test_rank_names():
+    assert sigs.rank_names([2, 5], {2: "spark-03", 5: "spark-06"}) == "ranks 2 (spark-03), 5 (spark-06)"
+    assert sigs.rank_names([1]) == "rank 1"
+
+
+def test_explain_text_for_a_docker_error():
+    matches = sigs.explain_text("Error starting container: stat /usr/local/bin/vllm: no such file or directory")
+    assert [m.id for m in matches] == ["image_not_unpacked"]
+    assert sigs.explain_text("all good") == []
+
+
+def test_free_text_explanations_name_no_rank():
+    match = sigs.explain_text("Cannot find image with name lanekit/x:1, and pull=never")[0]
+    assert match.ranks == []
+    assert sigs.describe(match).startswith("[image_missing] the pinned image is not on the node. Log:")
+
+
+@pytest.mark.parametrize("line", [
+    "error during container init: error setting rlimits for ready process: error setting rlimit type 8: "
+    "operation not permitted: unknown",
+])
+def test_ulimit_refusal(line):
+    assert "ulimit_refused" in sigs.scan_text(line)
+
+
+def test_a_line_can_blame_other_ranks():
+    line = ("torch.distributed.DistStoreError: Timed out after 600 seconds waiting for clients. 6/8 clients joined. "
+            "Missing node ranks: 5, 7.")
+    match = sigs.collect({0: sigs.scan_text(line)})[0]
+    assert match.id == "rendezvous_timeout" and match.ranks == [0] and match.blamed == [5, 7]
+    assert "The line blames ranks 5 (spark-06), 7 (spark-08)." in sigs.describe(match, {5: "spark-06", 7: "spark-08"})
+
+
+def test_every_signatures_engine_scope_names_a_known_engine():
+    assert sigs.unknown_engine_scopes() == []
+
+
+def test_a_scope_naming_an_unknown_engine_is_caught():
+    scoped = sigs.Signature(id="x", title="x", cause="c", fix="f", pattern=sigs._re("x"), engines=("vllm", "tgi"))
+    assert sigs.unknown_engine_scopes([scoped]) == ["x: tgi"]

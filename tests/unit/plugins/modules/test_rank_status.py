@@ -1,0 +1,99 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""rank_status (modules/rank_status.py): meminfo figures, rendezvous peers and the report built over
+a docker in memory."""
+from __future__ import annotations
+
+import json
+
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.modules import rank_status as rs
+
+
+class FakeModule:
+    """Just enough of AnsibleModule for DockerCLI: records argv lists, answers from ``responder``."""
+
+    def __init__(self, responder):
+        self.responder = responder
+        self.calls = []
+
+    def get_bin_path(self, name, required=False):
+        return "/bin/true"  # any existing file: the fake never executes it
+
+    def run_command(self, argv, data=None, environ_update=None, check_rc=False):
+        self.calls.append(list(argv))
+        return self.responder(list(argv))
+
+
+def test_meminfo_figures_are_reported_in_kilobytes():
+    text = "MemTotal:       125000000 kB\nMemFree:         1600000 kB\nMemAvailable:   31000000 kB\nHugePages_Total: 0\n"
+    assert rs.meminfo_kb(text) == {"MemTotal": 125000000, "MemFree": 1600000, "MemAvailable": 31000000}
+
+
+def _docker_in_memory(containers, logs):
+    """A DockerCLI over a fake module: ``containers`` name -> inspect object, ``logs`` name -> (out, err)."""
+    def respond(argv):
+        if argv[1] == "ps":
+            wanted = argv[argv.index("--filter") + 1].split("=", 1)[1]
+            key, value = wanted.split("=", 1)
+            names = [n for n, obj in containers.items() if obj["Config"]["Labels"].get(key) == value]
+            return 0, "\n".join(names) + "\n", ""
+        if argv[1] == "inspect":
+            asked = argv[4:]
+            found = [containers[n] for n in asked if n in containers]
+            missing = [n for n in asked if n not in containers]
+            return (1 if missing else 0), json.dumps(found), "".join(f"Error: No such container: {n}\n" for n in missing)
+        if argv[1] == "logs":
+            out, err = logs[argv[-1]]
+            return 0, out, err
+        raise AssertionError(argv)
+    module = FakeModule(responder=respond)
+    return DockerCLI(module), module
+
+
+def _container(name, rank, running=True, started="2026-10-30T06:00:00.000000000Z"):
+    return {"Id": f"id-{name}", "Name": f"/{name}", "State": {"Running": running, "StartedAt": started},
+            "Config": {"Image": "lanekit/x:1", "Labels": {"io.lanekit.lane": "l1", "io.lanekit.rank": str(rank)}}}
+
+
+PARAMS = {"containers": [], "lane": None, "since": {}, "tail": 400, "max_lines": 5000, "api_probe": None,
+          "health_probes": [], "listen_ports": [], "bundle_dir": None, "command_timeout": 60}
+
+
+def test_report_finds_the_lane_containers_by_label_and_merges_their_log_streams():
+    docker, module = _docker_in_memory(
+        {"r0": _container("r0", 0), "r1": _container("r1", 1, running=False)},
+        {"r0": ("2026-10-30T06:00:01.000000100Z a\n", "2026-10-30T06:00:01.000000020Z before-a\n"),
+         "r1": ("", "")})
+    result = rs.status(docker, dict(PARAMS, containers=["gone"], lane="l1", since={"r1": "2026-10-30T06:00:05Z"}))
+    by_name = {c["name"]: c for c in result["containers"]}
+    assert list(by_name) == ["gone", "r0", "r1"]
+    assert by_name["gone"]["exists"] is False
+    assert (by_name["r0"]["rank"], by_name["r0"]["role"], by_name["r0"]["running"]) == (0, "head", True)
+    assert [line.split(" ", 1)[1] for line in by_name["r0"]["lines"]] == ["before-a", "a"]
+    assert (by_name["r1"]["role"], by_name["r1"]["running"]) == ("worker", False)
+    logs = {call[-1]: call for call in module.calls if call[1] == "logs"}
+    # a container without a since entry gets its current run's tail, one with an entry everything new
+    assert logs["r0"][logs["r0"].index("--since") + 1] == "2026-10-30T06:00:00.000000000Z"
+    assert logs["r0"][logs["r0"].index("--tail") + 1] == "400"
+    assert logs["r1"][logs["r1"].index("--since") + 1] == "2026-10-30T06:00:05Z"
+    assert logs["r1"][logs["r1"].index("--tail") + 1] == "5000"
+    assert all(isinstance(v, int) for v in result["meminfo"].values())
+
+
+PROC_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:733D 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
+   1: 0BD51FAC:733D 10D51FAC:C8A2 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1
+   2: 0BD51FAC:733D 0CD51FAC:A001 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0 20 4 30 10 -1
+   3: 0BD51FAC:1F40 0DD51FAC:A002 01 00000000:00000000 00:00000000 00000000     0        0 4 1 0 20 4 30 10 -1
+   4: 0BD51FAC:733D 0ED51FAC:A003 06 00000000:00000000 00:00000000 00000000     0        0 5 1 0 20 4 30 10 -1
+"""
+PROC_TCP6 = """  sl  local_address                         remote_address                        st
+   0: 0000000000000000FFFF00000BD51FAC:733D 0000000000000000FFFF000011D51FAC:B000 01 0
+"""
+
+
+def test_established_peers_of_the_rendezvous_port():
+    # listening socket, other ports and TIME_WAIT connections do not count
+    assert rs.parse_proc_tcp(PROC_TCP, [29501]) == {29501: ["172.31.213.12", "172.31.213.16"]}
+    assert rs.parse_proc_tcp(PROC_TCP6, [29501]) == {29501: ["172.31.213.17"]}

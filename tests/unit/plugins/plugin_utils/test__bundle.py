@@ -1,0 +1,36 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""Failure bundles (plugin_utils/_bundle.py): where a bundle goes, what it fetches, and that it is private."""
+from __future__ import annotations
+
+import os
+import stat
+
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir
+
+
+def test_bundle_with_a_fake_fetch(tmp_path):
+    bundle = Bundle(new_bundle_dir(str(tmp_path / "lane"), now=0))
+    assert bundle.root.endswith(os.path.join("lane", "19700101T000000Z"))
+    assert new_bundle_dir(str(tmp_path / "lane"), now=0).endswith("19700101T000000Z-2")
+    copied = []
+    fetch = lambda remote, local: copied.append((remote, local)) or open(local, "w").close()  # noqa: E731
+    written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", ["/t/lk-r3.log", "/t/lk-r3.inspect.json",
+                                                               "/t/other.log"], fetch)
+    assert [os.path.relpath(p, bundle.root) for p in written] == ["ranks/r3-spark-04/full.log",
+                                                                 "ranks/r3-spark-04/inspect.json"]
+    bundle.fetch_host_files("spark-04", ["/t/meminfo.txt"], fetch)
+    assert os.path.isfile(os.path.join(bundle.root, "hosts", "spark-04", "meminfo.txt"))
+    bundle.mark_done("spark-04")
+    assert bundle.done_hosts() == {"spark-04"}
+
+
+def test_bundles_are_private_to_the_user(tmp_path):
+    lane_dir = str(tmp_path / "reports" / "lane")
+    bundle = Bundle(new_bundle_dir(lane_dir, now=0))
+    written = bundle.write_json("ranks/r0-h/status.json", {"rank": 0})
+    fetched = bundle.fetch_rank_files(0, "h", "c", ["/t/c.log"], lambda r, loc: open(loc, "w").close())
+    for path in (written, *fetched):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    for path in (lane_dir, bundle.root, os.path.dirname(written)):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, path

@@ -1,0 +1,19 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""The rendezvous directory (plugin_utils/_rendezvous.py) the lane-wide actions share between hosts."""
+from __future__ import annotations
+
+import os
+import stat
+
+from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
+
+
+def test_rendezvous_files_are_private_and_whole(tmp_path):
+    rdv = Rendezvous(str(tmp_path / "rdv"))
+    rdv.put_host("spark-01", {"tick": 3, "ranks": {}})
+    assert rdv.get_host("spark-01") == {"tick": 3, "ranks": {}}
+    assert stat.S_IMODE(os.stat(tmp_path / "rdv" / "hosts" / "spark-01.json").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "rdv").st_mode) == 0o700
+    assert os.listdir(tmp_path / "rdv" / "hosts") == ["spark-01.json"]
+    assert rdv.collect(["spark-01", "spark-02"], 3, 0.0) == {"spark-01": {"tick": 3, "ranks": {}}}
