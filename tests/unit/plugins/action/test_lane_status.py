@@ -21,7 +21,8 @@ def defaults(**kw):
     return base
 
 
-def worker(tmp_path, me, script, plan=TWO_NODES, batch=("spark-01", "spark-02"), **kw):
+def worker(tmp_path, me, script, plan=None, batch=("spark-01", "spark-02"), **kw):
+    plan = TWO_NODES if plan is None else plan
     action = FakeAction(str(tmp_path / ("node-" + me)), script)
     task_vars = {"inventory_hostname": me, "ansible_play_batch": list(batch)}
     members = poll.lane_members(plan, task_vars, "lane_status", lane=kw.pop("lane", None),
@@ -53,7 +54,7 @@ def test_status_on_a_node_outside_the_lane_is_skipped():
 
 
 def test_a_status_sends_no_chat_completion_and_reads_a_long_tail(tmp_path):
-    head, _ = worker(tmp_path, "spark-01", [])
+    head, _unused = worker(tmp_path, "spark-01", [])
     margs = head.module_args()
     assert margs["api_probe"]["chat"] is False
     assert margs["tail"] == 2000 and margs["containers"] == ["lk-r0"]
@@ -62,10 +63,10 @@ def test_a_status_sends_no_chat_completion_and_reads_a_long_tail(tmp_path):
 def test_the_coordinator_prints_one_table_for_every_node(tmp_path, capsys):
     worker_log = fixture_lines("sglang-worker.log")
     head_log = lines_until("sglang-head.log", "32/64")
-    follower, _ = worker(tmp_path, "spark-02", [lambda a: {
+    follower, _unused = worker(tmp_path, "spark-02", [lambda a: {
         "containers": [container("lk-r1", worker_log)], "now": 1793342500.0,
         "health": {"lk-r1": {"status": 200}}, "meminfo": {}}])
-    lead, _ = worker(tmp_path, "spark-01", [lambda a: {
+    lead, _unused = worker(tmp_path, "spark-01", [lambda a: {
         "containers": [container("lk-r0", head_log)], "now": 1793342500.0, "api": {"accepts": False},
         "health": {}, "meminfo": {}}])
     followed = follower.status({})

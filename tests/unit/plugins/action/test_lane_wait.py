@@ -22,7 +22,8 @@ def args(**kw):
     return base
 
 
-def make_ctx(tmp_path, script, me="spark-01", plan=PLAN, **kw):
+def make_ctx(tmp_path, script, me="spark-01", plan=None, **kw):
+    plan = PLAN if plan is None else plan
     plan = dict(plan, reports_dir=str(tmp_path / "reports" / plan["lane"]))
     action = FakeAction(str(tmp_path / ("node-" + me)), script)
     os.makedirs(action._connection.node_dir, exist_ok=True)
@@ -123,8 +124,8 @@ def test_follower_helps_with_the_bundle(tmp_path):
         lambda a: {"containers": [container("lk-r1", crash, "exited", 1)], "now": 1793342500.0, "health": {},
                    "meminfo": {}},
     ]
-    lead, _ = make_ctx(tmp_path, lead_script, me="spark-01", plan=plan, sync_timeout_s=3.0)
-    follower, _ = make_ctx(tmp_path, follow_script, me="spark-02", plan=plan)
+    lead, _unused = make_ctx(tmp_path, lead_script, me="spark-01", plan=plan, sync_timeout_s=3.0)
+    follower, _unused = make_ctx(tmp_path, follow_script, me="spark-02", plan=plan)
     results = {}
     thread = threading.Thread(target=lambda: results.setdefault("follower", follower.wait({})))
     thread.start()
@@ -162,9 +163,9 @@ def test_argument_spec_matches_the_documentation():
 
 
 def test_the_head_watches_the_plans_rendezvous_port(tmp_path):
-    ctx, _ = make_ctx(tmp_path, [])
+    ctx, _unused = make_ctx(tmp_path, [])
     assert ctx.module_args()["listen_ports"] == [25000]
-    single, _ = make_ctx(tmp_path, [], plan=dict(PLAN, rendezvous_port=None))
+    single, _unused = make_ctx(tmp_path, [], plan=dict(PLAN, rendezvous_port=None))
     assert "listen_ports" not in single.module_args()
 
 
@@ -172,7 +173,7 @@ def test_the_bundle_goes_to_the_plans_reports_dir(tmp_path):
     crash = fixture_lines("sglang-g1-scale-c.log")
     script = [lambda a: {"containers": [container("lk-r0", []), container("lk-r1", crash, "exited", 1)],
                          "now": 1793342501.0, "api": {"accepts": False}, "health": {}, "meminfo": {}}]
-    ctx, _ = make_ctx(tmp_path, script)
+    ctx, _unused = make_ctx(tmp_path, script)
     result = ctx.wait({})
     assert os.path.dirname(result["bundle"]) == ctx.plan["reports_dir"]
 

@@ -137,7 +137,7 @@ def test_budget_exhausted():
 def test_silent_host_is_named_on_stall():
     statuses = vllm_loading()
     statuses[4] = rankstatus.build({"node_rank": 4, "host": "spark-05"}, None, None, 0.0,
-                                       gather_error="cannot reach spark-05: timed out")
+                                   gather_error="cannot reach spark-05: timed out")
     tracker = boot.LaneTracker("l", "vllm", cfg(stall_s=100), HOSTS)
     tracker.update(0.0, statuses)
     verdict = tracker.update(100.0, statuses)

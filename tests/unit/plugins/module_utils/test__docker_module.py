@@ -72,7 +72,7 @@ def test_manager_pin_of_the_ref_option_or_another_image():
 def test_manager_pin_problem_checks_rootfs_when_given():
     engine = FakeEngine()
     engine.add(REF, labels={"io.lanekit.content-hash": HASH})
-    mgr, _ = manager(engine, rootfs="sha256:" + "0" * 64)
+    mgr, _unused = manager(engine, rootfs="sha256:" + "0" * 64)
     assert "rebuilt elsewhere" in mgr.pin_problem(mgr.inspect_pin())
 
 

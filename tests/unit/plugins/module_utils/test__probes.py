@@ -96,7 +96,7 @@ def test_a_health_url_nobody_serves_is_reported_as_an_error():
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    status, _, error = probes.http_get(f"http://127.0.0.1:{port}/health", timeout=1)
+    status, _unused, error = probes.http_get(f"http://127.0.0.1:{port}/health", timeout=1)
     assert status is None and error
 
 

@@ -121,8 +121,6 @@ def test_signatures_are_found_while_parsing():
     assert log.scanner.last_exception.startswith("AttributeError")
 
 
-
-
 def test_every_milestone_of_the_engine_table_names_a_known_phase():
     for name in list(engines.ENGINES) + [None]:
         for milestone in engines.milestones(name):

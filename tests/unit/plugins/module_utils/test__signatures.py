@@ -51,7 +51,7 @@ LEDGER = [
 ]
 
 
-@pytest.mark.parametrize("line,expected", LEDGER, ids=[e for _, e in LEDGER])
+@pytest.mark.parametrize("line,expected", LEDGER, ids=[e for _unused, e in LEDGER])
 def test_ledger_lines_are_recognised(line, expected):
     assert expected in sigs.scan_text(line)
 

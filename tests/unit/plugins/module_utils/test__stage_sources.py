@@ -59,7 +59,7 @@ def test_stage_from_hub_then_rerun_needs_no_network(fake_hub, tmp_path):
     assert r["changed"] and r["files_fetched"] == len(names)
     assert r["huggingface_hub_version"]
     check_staged(fake_hub, dest, names)
-    kinds = [k for (_, k, _) in fake_hub.log]
+    kinds = [k for (_unused, k, _unused) in fake_hub.log]
     assert kinds[:2] == ["info", "tree"]
     assert all(t == "Bearer hf_test_token" for t in fake_hub.tokens_seen)
     assert "hf_test_token" not in json.dumps(r)
@@ -99,8 +99,8 @@ def test_transient_error_and_corrupt_body_are_retried(fake_hub, tmp_path):
     r = hub_stage(fake_hub, str(tmp_path / "m"), retries=2)
     assert r["changed"]
     assert fake_hub.gets(shard) == 2 and fake_hub.gets("params.json") == 2
-    check_staged(fake_hub, str(tmp_path / "m"), [p for p in fake_hub.files if p not in ("README.md",)
-                                                  and not p.startswith("original/")])
+    wanted = [p for p in fake_hub.files if p not in ("README.md",) and not p.startswith("original/")]
+    check_staged(fake_hub, str(tmp_path / "m"), wanted)
 
 
 def test_persistent_corruption_fails_naming_the_file(fake_hub, tmp_path):
@@ -171,5 +171,5 @@ def test_killed_download_resumes_per_file(fake_hub, tmp_path):
     assert fake_hub.gets("consolidated-00001-of-00002.safetensors") == 1  # not fetched again
     assert fake_hub.gets(slow) == 2
     check_staged(fake_hub, dest, [p for p in fake_hub.files if p != "README.md" and not p.startswith("original/")])
-    assert not [p for p in Path(dest).rglob("*.incomplete")]  # the killed run's partial download is gone
-    assert not [p for p in Path(dest, ".lanekit", "tmp").iterdir()]
+    assert not list(Path(dest).rglob("*.incomplete"))  # the killed run's partial download is gone
+    assert not list(Path(dest, ".lanekit", "tmp").iterdir())

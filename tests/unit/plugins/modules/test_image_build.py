@@ -140,7 +140,7 @@ def test_builder_of_another_architecture_stops_the_build(tmp_path):
 
 
 def test_controller_and_builder_must_agree_on_the_hash(tmp_path):
-    manager, _ = builder(tmp_path, FakeEngine(), expected_content_hash="0" * 64)
+    manager, _unused = builder(tmp_path, FakeEngine(), expected_content_hash="0" * 64)
     with pytest.raises(LanekitError) as err:
         manager.run()
     assert "differs from images/thin" in str(err.value)
@@ -161,8 +161,8 @@ def test_lock_mismatch_stops_before_building(tmp_path):
 def test_lock_update_accepts_and_returns_the_new_document(tmp_path):
     engine = FakeEngine()
     engine.add(BASE)
-    lock = {"version": 1, "name": "thin", "arches": {"amd64": {"content_hash": "0" * 64},
-                                                      "arm64": {"content_hash": "1" * 64}}}
+    arches = {"amd64": {"content_hash": "0" * 64}, "arm64": {"content_hash": "1" * 64}}
+    lock = {"version": 1, "name": "thin", "arches": arches}
     result = builder(tmp_path, engine, lock=lock, lock_update=True)[0].run()
     assert result["lock_status"] == "update"
     assert result["lock_document"]["arches"]["arm64"] == {"content_hash": "1" * 64}
@@ -199,7 +199,7 @@ def test_refused_patch_is_reported_as_such(tmp_path):
     engine.add(BASE)
     engine.build_result = lambda argv: (1, "Step 4/12 : RUN python3 /opt/lanekit/patches/p.py\n"
                                            "patch_barrier_timeout: cannot patch: the line 'X = 480' was not found.\n", "")
-    manager, _ = builder(tmp_path, engine)
+    manager, _unused = builder(tmp_path, engine)
     with pytest.raises(LanekitError) as err:
         manager.run()
     text = str(err.value)
@@ -251,7 +251,6 @@ def test_inline_files_are_written_and_hashed_like_the_checkout(tmp_path):
         ImageBuilder(module, DockerCLI(module)).run()
 
 
-
 # -- the decision, taken without docker -----------------------------------------------------------
 HASH = "a" * 64
 OTHER = "b" * 64
@@ -279,12 +278,12 @@ ABSENT = image_pin(None)
     ("always", "r:5000/lanekit/thin@sha256:" + "9" * 64, _pin(HASH), "build", "rebuild is always"),
 ])
 def test_the_action_follows_the_image_present_and_the_rebuild_policy(rebuild, restore_from, pin, action, reason_part):
-    got, reason, _ = decide_action(REF, HASH, "spark-01", pin, rebuild, restore_from)
+    got, reason, _unused = decide_action(REF, HASH, "spark-01", pin, rebuild, restore_from)
     assert got == action and reason_part in reason
 
 
 def test_keeping_a_stale_image_on_purpose_warns():
-    _, _, warning = decide_action(REF, HASH, "spark-01", _pin(OTHER), "never", "")
+    _unused, _unused, warning = decide_action(REF, HASH, "spark-01", _pin(OTHER), "never", "")
     assert warning == f"{REF} on spark-01 does not carry content hash {HASH[:12]}; kept because rebuild is never."
     assert decide_action(REF, HASH, "spark-01", _pin(HASH), "never", "")[2] == ""
 

@@ -56,7 +56,7 @@ def test_tag_replaced_by_another_image_is_repaired_by_retagging_a_local_copy():
     engine = FakeEngine()
     good = engine.add("reg:5000/lanekit/thin:aaaaaaaaaaaa", labels={"io.lanekit.content-hash": HASH})
     engine.add("lanekit/thin:aaaaaaaaaaaa", labels={"io.lanekit.content-hash": "b" * 64})
-    manager, _ = distributor(engine, rootfs=image_pin(good)["rootfs"])
+    manager, _unused = distributor(engine, rootfs=image_pin(good)["rootfs"])
     result = manager.run()
     assert result["action"] == "retagged" and result["pin"]["content_hash"] == HASH
     assert "points at another image" in result["reason"]
@@ -65,7 +65,7 @@ def test_tag_replaced_by_another_image_is_repaired_by_retagging_a_local_copy():
 def test_same_label_but_other_layers_is_not_current():
     engine = FakeEngine()
     engine.add("lanekit/thin:aaaaaaaaaaaa", labels={"io.lanekit.content-hash": HASH})
-    manager, _ = distributor(engine, rootfs="sha256:" + "0" * 64, check_mode=True)
+    manager, _unused = distributor(engine, rootfs="sha256:" + "0" * 64, check_mode=True)
     result = manager.run()
     assert result["changed"] and result["action"] == "would-fetch" and "other layers" in result["reason"]
 

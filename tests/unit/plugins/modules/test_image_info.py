@@ -33,7 +33,7 @@ def test_image_info_names_a_local_copy_when_only_the_tag_is_missing():
     is repaired by a re-tag: image_info says so, and the role leaves it out of the stream's clients."""
     engine = FakeEngine()
     kept = engine.add("lanekit/thin:kept-under-another-name", labels={"io.lanekit.content-hash": HASH})
-    info, _ = info_manager(engine)
+    info, _unused = info_manager(engine)
     result = info.run()
     assert result["current"] is False and "not present" in result["mismatch"]
     assert result["local_copy"] == kept["Id"]

@@ -14,11 +14,15 @@ def test_bundle_with_a_fake_fetch(tmp_path):
     assert bundle.root.endswith(os.path.join("lane", "19700101T000000Z"))
     assert new_bundle_dir(str(tmp_path / "lane"), now=0).endswith("19700101T000000Z-2")
     copied = []
-    fetch = lambda remote, local: copied.append((remote, local)) or open(local, "w").close()  # noqa: E731
-    written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", ["/t/lk-r3.log", "/t/lk-r3.inspect.json",
-                                                               "/t/other.log"], fetch)
-    assert [os.path.relpath(p, bundle.root) for p in written] == ["ranks/r3-spark-04/full.log",
-                                                                 "ranks/r3-spark-04/inspect.json"]
+
+    def fetch(remote, local):
+        copied.append((remote, local))
+        open(local, "w").close()
+
+    remote_files = ["/t/lk-r3.log", "/t/lk-r3.inspect.json", "/t/other.log"]
+    written = bundle.fetch_rank_files(3, "spark-04", "lk-r3", remote_files, fetch)
+    wanted = ["ranks/r3-spark-04/full.log", "ranks/r3-spark-04/inspect.json"]
+    assert [os.path.relpath(p, bundle.root) for p in written] == wanted
     bundle.fetch_host_files("spark-04", ["/t/meminfo.txt"], fetch)
     assert os.path.isfile(os.path.join(bundle.root, "hosts", "spark-04", "meminfo.txt"))
     bundle.mark_done("spark-04")
