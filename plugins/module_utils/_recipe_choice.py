@@ -103,6 +103,30 @@ def _select_features(src: RecipeSource, c: Choice, variant: dict) -> None:
     c.features = sorted(features, key=lambda f: order.index(f) if f in order else len(order))
 
 
+def _runs_on(src: RecipeSource, variant: dict, hardware: str) -> bool:
+    profile = src.profiles.get(hardware)
+    supported = variant.get("supported_hardware")
+    return isinstance(profile, dict) and R.precision_ok(profile, variant or {})[0] and \
+        (not isinstance(supported, list) or not supported or hardware in supported)
+
+
+def _default_variant(src: RecipeSource, c: Choice) -> str:
+    """No variant asked for: ``meta.default_variant`` (a name or a hardware-keyed map), else ``default``;
+    a preset without ``variants`` takes the first variant that runs on its hardware."""
+    recipe = src.recipe
+    variants = recipe.get("variants") or {}
+    profile = src.profiles.get(c.hardware) or {}
+    raw = (recipe.get("meta") or {}).get("default_variant")
+    named = raw if isinstance(raw, str) else R.keyed(raw, profile, c.hardware)
+    if isinstance(named, str) and named in variants:
+        return named
+    if c.preset and not _runs_on(src, variants.get("default") or {}, c.hardware):
+        for key, variant in variants.items():
+            if _runs_on(src, variant or {}, c.hardware):
+                return key
+    return "default"
+
+
 def resolve(src: RecipeSource, c: Choice) -> Choice:
     """Check ``c`` against the recipe; fill its defaults; raise the first rule it breaks."""
     recipe = src.recipe
@@ -118,9 +142,10 @@ def resolve(src: RecipeSource, c: Choice) -> Choice:
         _apply_preset(src, c, fail)
     if not c.hardware or not c.strategy:
         raise fail("bad_input", "both hardware and strategy are required (or a preset naming them)")
-    c.variant = c.variant or "default"
-
     meta = recipe.get("meta") or {}
+    if c.variant is None:
+        c.variant = _default_variant(src, c)
+
     if "omni" in (meta.get("tasks") or []):
         raise fail("omni_recipe", "it is an omni recipe (meta.tasks has omni), which serves with "
                    "`vllm serve <model> --omni` and no serving strategy")
