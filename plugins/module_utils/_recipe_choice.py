@@ -11,6 +11,7 @@ are lanekit's own (the recipe site does not read them).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -40,8 +41,7 @@ class Choice:
         if self.nodes not in (None, 1):
             parts.append(f"nodes={self.nodes}")
         if self.pd:
-            parts.append("pd=" + ",".join(f"{r}:{(self.pd.get(r) or {}).get('nodes')}x"
-                                          f"{(self.pd.get(r) or {}).get('parallelism', 'tp')}" for r in ("prefill", "decode")))
+            parts.append("pd=" + json.dumps(self.pd, separators=(",", ":"), sort_keys=True, default=str))
         return "the choice " + " ".join(parts)
 
 
@@ -230,6 +230,8 @@ def _resolve_pools(src: RecipeSource, c: Choice, profile: dict, variant: dict, f
     for role in ("prefill", "decode"):
         raw = given.get(role)
         raw = {"nodes": raw} if isinstance(raw, int) and not isinstance(raw, bool) else (raw or {})
+        if not isinstance(raw, dict):
+            raise fail("pd_pool_nodes", f"pd.{role} must be a mapping {{nodes, parallelism}} or a node count")
         so_role = so.get(role) or {}
         mode = raw.get("parallelism") or so_role.get("parallelism") or (strategy.get(role) or {}).get("parallelism") or "tp"
         if mode not in offered:

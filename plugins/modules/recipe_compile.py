@@ -52,15 +52,16 @@ options:
     description: The complete enabled feature set, a list or C(a,b); unset means the recipe's defaults.
     type: raw
   feature_modes:
-    description: Mode picks per feature, a mapping or its JSON (C({"spec_decoding": "mtp"})).
+    description: 'Mode picks per feature, a mapping or its JSON (C({"spec_decoding": "mtp"})).'
     type: raw
   nodes:
     description: Node count of a multi-node strategy (default the smallest count clearing the recipe's GPU floor).
     type: raw
   pd:
     description:
-      - P/D pools of pd_cluster, C({"prefill": {"nodes": N, "parallelism": "tp|tep|dep"}, "decode": {...}}), a mapping
-        or its JSON; C(nodes 0) co-locates both pools on one node. Default the recipe site's sizing.
+      - 'P/D pools of pd_cluster, C({"prefill": {"nodes": N, "parallelism": "tp|tep|dep"}, "decode": {...}}), a mapping
+        or its JSON; C(nodes 0) co-locates both pools on one node.'
+      - Default the recipe site's sizing.
     type: raw
   lane_file:
     description: Write the lane here (C(<lane name>.yml)); default C(<lanes_dir>/<derived name>.yml) unless only
