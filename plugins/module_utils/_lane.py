@@ -103,6 +103,8 @@ SCHEMA = {
         "warm": _f("bool", False, None, True),
         "headroom_gib": _f("num", False, None, 4.0),
     }),
+    # Operator notes the plan can print (a compiled recipe lane carries the recipe's notes here).
+    "notes": _f("strlist"),
 }
 
 _TYPE_WORDS = {

@@ -1,0 +1,163 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""Controller-side recipe compilation: recipe + choice -> lane file and/or commands JSON.
+
+No host is contacted. The documentation lives in plugins/modules/recipe_compile.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import yaml
+
+from ansible import context
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_lane
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import LANE_NAME_RE
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe, public
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
+
+ARGUMENT_SPEC = {
+    "recipe": {"type": "str", "required": True},
+    "recipe_root": {"type": "str"},
+    "hardware": {"type": "str"},
+    "strategy": {"type": "str"},
+    "variant": {"type": "str"},
+    "preset": {"type": "str"},
+    "features": {"type": "raw"},
+    "feature_modes": {"type": "raw"},
+    "nodes": {"type": "raw"},
+    "pd": {"type": "raw"},
+    "lane_file": {"type": "str"},
+    "lanes_dir": {"type": "str"},
+    "commands_file": {"type": "str"},
+}
+
+
+def _mapping(value, name: str) -> dict | None:
+    """A mapping given as data or, from ``-e key=value``, as JSON/YAML text."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, str):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise LanekitError(f"{name} is not valid JSON or YAML; pass a mapping such as "
+                               + ("'{\"spec_decoding\": \"mtp\"}'." if name == "feature_modes" else
+                                  "'{\"prefill\": {\"nodes\": 1, \"parallelism\": \"dep\"}, \"decode\": {\"nodes\": 1}}'.")) from None
+    if not isinstance(value, dict):
+        raise LanekitError(f"{name} must be a mapping, found {type(value).__name__}.")
+    return value
+
+
+def _features(value) -> list | None:
+    """``a,b`` or a list: the complete enabled set; unset: the recipe's defaults; empty: none."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise LanekitError("features must be a comma-separated list of feature names (or a YAML list of names).")
+
+
+def choice_from_args(args: dict) -> Choice:
+    """The user's choice from the task arguments (strings from -e become lists and mappings here)."""
+    return Choice(hardware=args.get("hardware") or None, strategy=args.get("strategy") or None,
+                  variant=args.get("variant") or None, preset=args.get("preset") or None,
+                  features=_features(args.get("features")),
+                  feature_modes=_mapping(args.get("feature_modes"), "feature_modes") or {},
+                  nodes=args.get("nodes") if args.get("nodes") not in ("",) else None,
+                  pd=_mapping(args.get("pd"), "pd"))
+
+
+def write_if_changed(path: str, text: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == text:
+                return False
+    except OSError:
+        pass
+    atomic_write(path, text)
+    return True
+
+
+def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
+    """Compile the choice; write what was asked for; return the task result (LanekitError on refusal)."""
+    src = load_recipe(args["recipe"] if os.path.isabs(args["recipe"]) else os.path.join(cwd, args["recipe"]),
+                      args.get("recipe_root"))
+    result = compile_recipe(src, choice_from_args(args))
+    out = {"changed": False, "recipe": src.path, "recipe_root": src.root, "choice": result["choice"],
+           "commands": public(result), "docker_image": _recipe_lane.docker_image(
+               src, result["choice"]["hardware"], result["choice"]["variant"]),
+           "notes": _recipe_lane.recipe_notes(src, result["choice"]), "lane_file": None, "commands_file": None}
+    commands_file = args.get("commands_file")
+    lane_file = args.get("lane_file")
+    if commands_file:
+        commands_file = os.path.join(cwd, commands_file)
+        out["commands_file"] = commands_file
+        if not check_mode:
+            text = json.dumps(public(result), indent=2) + "\n"
+            out["changed"] = write_if_changed(commands_file, text) or out["changed"]
+    if lane_file or not commands_file:
+        if lane_file:
+            lane_file = os.path.join(cwd, lane_file)
+            name = os.path.basename(lane_file)
+            name = name[:-4] if name.endswith(".yml") else name
+            if not lane_file.endswith(".yml") or not LANE_NAME_RE.match(name):
+                raise LanekitError(f"lane_file {lane_file} must be <name>.yml with a lane name of lower-case letters, "
+                                   "digits, '-' and '.'.")
+        else:
+            name = _recipe_lane.lane_name_for(src, result)
+            lane_file = os.path.join(os.path.join(cwd, args.get("lanes_dir") or "lanes"), f"{name}.yml")
+        lane, comments = _recipe_lane.build_lane(src, result, name)
+        choice = result["choice"]
+        inside = os.path.commonpath([src.path, src.root]) == src.root
+        header = [f"Compiled by lanekit from the vLLM recipe "
+                  f"{os.path.relpath(src.path, src.root) if inside else src.path}"
+                  + (f" (recipe tree {os.path.basename(src.root)})." if inside else "."),
+                  "Choice: " + ", ".join(f"{k}={v}" for k, v in choice.items() if v not in (None, [], {})) + ".",
+                  "Each value's trailing comment names the recipe layer it came from. Edit freely; recompiling",
+                  "overwrites this file."]
+        text = _recipe_lane.render(lane, comments, header)
+        out["lane_file"], out["lane"] = lane_file, name
+        if not check_mode:
+            out["changed"] = write_if_changed(lane_file, text) or out["changed"]
+    return out
+
+
+def whole_cli_values(args: dict, cli_texts: list[str]) -> dict:
+    """``args`` with ``pd``/``feature_modes`` read back whole from ``-e key=JSON`` text.
+
+    Ansible splits ``-e key=value`` at every space, so ``-e pd='{"prefill": {...}}'`` arrives cut
+    after its first word; when an argument is such a cut prefix of the raw text, use the raw text.
+    """
+    out = dict(args)
+    for key in ("pd", "feature_modes"):
+        value = out.get(key)
+        for text in cli_texts:
+            if isinstance(value, str) and text.startswith(f"{key}=") and text[len(key) + 1:].startswith(value):
+                out[key] = text[len(key) + 1:]
+    return out
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
+            args = whole_cli_values(args, cli_texts)
+            result.update(compile_and_write(args, os.getcwd(), bool(self._task.check_mode)))
+        except LanekitError as err:
+            raise AnsibleActionFail(str(err)) from None
+        return result

@@ -1,0 +1,134 @@
+#!/usr/bin/python
+# Copyright: lanekit developers
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: recipe_compile
+short_description: Compile a vLLM recipe and a choice into a lane file and/or every node's serve command
+version_added: 0.2.0
+description:
+  - Reads a vLLM recipe in either form, the upstream source form (C(models/<org>/<repo>.yaml), resolved
+    against the nearest parent holding C(taxonomy.yaml) and C(strategies/), or O(recipe_root)) or the
+    rendered JSON form (resolved the same way, else against the collection's own C(recipes/) tree).
+  - Composes every node's C(vllm serve) argv and environment for the choice exactly as vLLM's recipe site
+    does (argument order, last-occurrence-wins dedupe, hardware-override precedence, TP auto-fit, per-strategy
+    rank flags, DEP start ranks, P/D roles, ports and router).
+  - A choice the recipe cannot run (unknown variant, strategy, feature or mode, precision not supported on the
+    hardware, a strategy below its GPU floor, an omni recipe, too few or too many nodes, ...) fails with one
+    sentence naming the recipe, the choice and the rule.
+  - With O(commands_file), writes the composed commands as JSON in the shape of the conformance corpus's
+    C(expected) entries (C(deployType), C(model), C(commands) with C(role), C(node), C(argv), C(env), and
+    C(router) for pd_cluster), placeholders such as C($HEAD_IP) left literal.
+  - With O(lane_file), or when O(commands_file) is not given, writes a lane file in the hand-written lanes'
+    schema (each value commented with the recipe layer it came from, the recipe's notes in C(notes)). Only
+    layouts the plan deploys today are written (C(single_node_tp), C(single_node_tep), C(multi_node_tp),
+    C(multi_node_tep), C(multi_node_tp_pp)) on hardware lanekit has a profile for; other choices compile but
+    the lane is refused with a sentence.
+  - Runs on the controller only (action plugin); no host is contacted. Files are written atomically and only
+    when their content changes.
+options:
+  recipe:
+    description: Path of the recipe file (YAML source form or rendered JSON), relative to the working directory.
+    type: str
+    required: true
+  recipe_root:
+    description: The recipe tree root (C(taxonomy.yaml) and C(strategies/)); default the nearest parent of O(recipe).
+    type: str
+  hardware:
+    description: Hardware profile id of the tree's taxonomy (for example C(gb300), C(h200), C(mi355x)).
+    type: str
+  strategy:
+    description: Serving strategy id (a C(strategies/<id>.yaml) of the tree).
+    type: str
+  variant:
+    description: Recipe variant; default C(default) (or the preset's first variant).
+    type: str
+  preset:
+    description: A preset of the recipe (lanekit's own key); it may name the hardware, strategy, nodes and pools.
+    type: str
+  features:
+    description: The complete enabled feature set, a list or C(a,b); unset means the recipe's defaults.
+    type: raw
+  feature_modes:
+    description: 'Mode picks per feature, a mapping or its JSON (C({"spec_decoding": "mtp"})).'
+    type: raw
+  nodes:
+    description: Node count of a multi-node strategy (default the smallest count clearing the recipe's GPU floor).
+    type: raw
+  pd:
+    description:
+      - 'P/D pools of pd_cluster, C({"prefill": {"nodes": N, "parallelism": "tp|tep|dep"}, "decode": {...}}), a mapping
+        or its JSON; C(nodes 0) co-locates both pools on one node.'
+      - Default the recipe site's sizing.
+    type: raw
+  lane_file:
+    description: Write the lane here (C(<lane name>.yml)); default C(<lanes_dir>/<derived name>.yml) unless only
+      O(commands_file) is given.
+    type: str
+  lanes_dir:
+    description: Directory of the default lane file; default C(lanes) in the working directory.
+    type: str
+  commands_file:
+    description: Write the composed commands here as JSON.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    details: The choice is compiled and checked in check mode; no file is written.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: The same recipe and choice write byte-identical files; a second run reports no change.
+author:
+  - lanekit developers
+"""
+
+EXAMPLES = r"""
+---
+- name: Compile the seed recipe's recommended choice into a commands file
+  lanekit.serving.recipe_compile:
+    recipe: recipes/mistralai/Mistral-Large-4-1T-A52B.json
+    hardware: gb300
+    strategy: single_node_tp
+    commands_file: /tmp/commands.json
+
+- name: Compile an upstream recipe into a lane over 8 DGX Sparks
+  lanekit.serving.recipe_compile:
+    recipe: ../recipes/models/deepseek-ai/DeepSeek-V4-Flash.yaml
+    hardware: dgx_spark_gb10
+    strategy: multi_node_tp
+    nodes: 8
+    lane_file: lanes/dsv4-flash-8x-spark.yml
+"""
+
+RETURN = r"""
+commands:
+  description: The composed commands in the corpus's C(expected) shape.
+  returned: success
+  type: dict
+  sample: {"deployType": "single_node", "model": "org/model", "commands": [{"role": "single", "node": 0, "argv": ["vllm", "serve", "org/model"], "env": {}}]}
+choice:
+  description: The resolved choice (defaults filled in).
+  returned: success
+  type: dict
+notes:
+  description: The recipe's notes and troubleshooting entries that apply to the choice.
+  returned: success
+  type: list
+  elements: str
+docker_image:
+  description: The recipe's docker image for the hardware and variant.
+  returned: success
+  type: str
+lane_file:
+  description: The lane file written (null when only commands were asked for).
+  returned: success
+  type: str
+commands_file:
+  description: The commands file written, if asked.
+  returned: success
+  type: str
+"""

@@ -1,0 +1,92 @@
+"""The recipe_compile action: argument handling, the files it writes, idempotence, refusals."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from ansible_collections.lanekit.serving.plugins.action import recipe_compile as action
+from ansible_collections.lanekit.serving.plugins.modules import recipe_compile as doc
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+from .helpers import SEED, TINY, TREE
+
+
+def test_the_argument_spec_matches_the_documented_options():
+    assert set(action.ARGUMENT_SPEC) == set(yaml.safe_load(doc.DOCUMENTATION)["options"])
+
+
+def test_arguments_from_the_command_line_become_lists_and_mappings():
+    choice = action.choice_from_args({"hardware": "b200", "strategy": "pd_cluster", "features": "tool_calling, reasoning",
+                                      "feature_modes": '{"spec_decoding": "mtp"}', "nodes": "",
+                                      "pd": '{"prefill": {"nodes": 1, "parallelism": "dep"}, "decode": 1}'})
+    assert choice.features == ["tool_calling", "reasoning"]
+    assert choice.feature_modes == {"spec_decoding": "mtp"}
+    assert choice.pd == {"prefill": {"nodes": 1, "parallelism": "dep"}, "decode": 1}
+    assert choice.nodes is None and choice.variant is None
+    assert action.choice_from_args({"features": ""}).features == []
+    assert action.choice_from_args({}).features is None  # the recipe's defaults
+
+
+@pytest.mark.parametrize("args,words", [
+    ({"pd": "{prefill: [1"}, "pd is not valid JSON or YAML"),
+    ({"feature_modes": "[mtp]"}, "feature_modes must be a mapping"),
+    ({"features": [1, 2]}, "features must be a comma-separated list"),
+])
+def test_malformed_arguments_are_one_sentence(args, words):
+    with pytest.raises(LanekitError, match=words):
+        action.choice_from_args(args)
+
+
+def test_json_cut_by_ansibles_key_value_split_is_read_back_whole():
+    raw = ['pd={"prefill": {"nodes": 1}, "decode": {"nodes": 1}}', "hardware=b200"]
+    args = action.whole_cli_values({"pd": '{"prefill":', "hardware": "b200"}, raw)
+    assert json.loads(args["pd"]) == {"prefill": {"nodes": 1}, "decode": {"nodes": 1}}
+    # A task argument that is not a cut of the command line is left alone.
+    assert action.whole_cli_values({"pd": {"prefill": 1}}, raw)["pd"] == {"prefill": 1}
+
+
+def _args(**extra):
+    base = {"recipe": TINY, "recipe_root": TREE, "hardware": "dgx_spark_gb10", "strategy": "multi_node_tp",
+            "variant": "fp8", "nodes": "2"}
+    base.update(extra)
+    return base
+
+
+def test_writes_the_lane_and_the_commands_then_changes_nothing(tmp_path):
+    args = _args(lane_file="lanes/tiny.yml", commands_file="out/commands.json")
+    first = action.compile_and_write(args, str(tmp_path))
+    assert first["changed"] is True and first["lane"] == "tiny"
+    lane_text = (tmp_path / "lanes" / "tiny.yml").read_text(encoding="utf-8")
+    commands = json.loads((tmp_path / "out" / "commands.json").read_text(encoding="utf-8"))
+    assert commands["deployType"] == "multi_node" and [c["role"] for c in commands["commands"]] == ["head", "worker"]
+    assert set(commands) == {"deployType", "model", "modes", "commands"}
+    second = action.compile_and_write(args, str(tmp_path))
+    assert second["changed"] is False
+    assert (tmp_path / "lanes" / "tiny.yml").read_text(encoding="utf-8") == lane_text
+
+
+def test_the_default_lane_file_is_named_after_the_choice(tmp_path):
+    result = action.compile_and_write(_args(), str(tmp_path))
+    assert result["lane_file"] == str(tmp_path / "lanes" / "tiny-moe-fp8-dgx-spark-gb10-multi-node-tp-2n.yml")
+    assert result["notes"][0].startswith("Spark clusters:")
+
+
+def test_check_mode_compiles_but_writes_nothing(tmp_path):
+    result = action.compile_and_write(_args(commands_file="c.json"), str(tmp_path), check_mode=True)
+    assert result["changed"] is False and not list(tmp_path.iterdir())
+
+
+def test_a_lane_refusal_still_leaves_the_commands_file(tmp_path):
+    args = {"recipe": SEED, "hardware": "gb300", "strategy": "pd_cluster", "commands_file": "pd.json",
+            "lane_file": "pd.yml"}
+    with pytest.raises(LanekitError, match="strategy pd_cluster compiles"):
+        action.compile_and_write(args, str(tmp_path))
+    assert json.loads((tmp_path / "pd.json").read_text(encoding="utf-8"))["router"].startswith("vllm-router")
+    assert not (tmp_path / "pd.yml").exists()
+
+
+def test_a_bad_lane_file_name_is_refused(tmp_path):
+    with pytest.raises(LanekitError, match="must be <name>.yml"):
+        action.compile_and_write(_args(lane_file="Lanes/My Lane.yaml"), str(tmp_path))
