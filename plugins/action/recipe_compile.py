@@ -10,7 +10,6 @@ import json
 import os
 
 import yaml
-
 from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase

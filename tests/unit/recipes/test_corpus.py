@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from .helpers import check_case, load_cases, shared_corpus
+from tests.unit.helpers.recipes import check_case, load_cases, shared_corpus
 
 CORPUS = shared_corpus()
 

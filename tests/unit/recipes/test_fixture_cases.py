@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from .helpers import FIXTURES, TREE, check_case, load_cases
+from tests.unit.helpers.recipes import FIXTURES, TREE, check_case, load_cases
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c["id"]) for c in load_cases(os.path.join(FIXTURES, "cases.json"))])

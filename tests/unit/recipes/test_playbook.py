@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .helpers import REPO
+from tests.unit.helpers.recipes import REPO
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "recipe-lane.yml")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

@@ -10,8 +10,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice imp
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe, public
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_rules import RecipeRefusal
-
-from .helpers import SEED
+from tests.unit.helpers.recipes import SEED
 
 SRC = load_recipe(SEED)
 RECIPE = SRC.recipe

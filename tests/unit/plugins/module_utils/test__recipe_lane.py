@@ -11,8 +11,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice imp
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_lane import build_lane, lane_name_for, render
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
-
-from .helpers import SEED, TINY, TREE
+from tests.unit.helpers.recipes import SEED, TINY, TREE
 
 OWNED = _engines.get("vllm").plan_owned
 

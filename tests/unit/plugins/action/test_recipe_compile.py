@@ -7,10 +7,9 @@ import pytest
 import yaml
 
 from ansible_collections.lanekit.serving.plugins.action import recipe_compile as action
-from ansible_collections.lanekit.serving.plugins.modules import recipe_compile as doc
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-
-from .helpers import SEED, TINY, TREE
+from ansible_collections.lanekit.serving.plugins.modules import recipe_compile as doc
+from tests.unit.helpers.recipes import SEED, TINY, TREE
 
 
 def test_the_argument_spec_matches_the_documented_options():

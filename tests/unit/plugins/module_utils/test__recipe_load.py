@@ -9,8 +9,7 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe, read_data
-
-from .helpers import SEED, TINY, TREE
+from tests.unit.helpers.recipes import SEED, TINY, TREE
 
 
 def _tree(tmp_path):

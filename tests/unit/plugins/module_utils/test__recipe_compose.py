@@ -5,12 +5,15 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import (
-    _apply_json_args, compile_recipe, dedupe, public, shell_quote,
+    _apply_json_args,
+    compile_recipe,
+    dedupe,
+    public,
+    shell_quote,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_rules import RecipeRefusal
-
-from .helpers import TINY, TREE
+from tests.unit.helpers.recipes import TINY, TREE
 
 
 def _tokens(*values):
