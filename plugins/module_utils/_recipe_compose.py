@@ -218,7 +218,7 @@ class _Composer:
     # -- args -----------------------------------------------------------------------------
 
     def parallel(self, role: str | None, rank: int) -> list:
-        c, gpus, nodes = self.c, self.gpus, self.c.nodes or 1
+        gpus, nodes = self.gpus, self.c.nodes or 1
         flag = self.strategy.get("parallel_flag") or "--tensor-parallel-size"
         kind = self.strategy.get("parallelism")
         if self.deploy == "multi_node" and nodes > 1:

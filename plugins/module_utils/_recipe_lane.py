@@ -20,7 +20,10 @@ from __future__ import annotations
 import json
 import re
 
-import yaml
+try:
+    import yaml
+except ImportError:  # module_utils must import anywhere; lanes are written on the controller, which has PyYAML
+    yaml = None
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_rules as R
@@ -174,11 +177,12 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
     comments[("boot",)] = "lanekit defaults sized from the engine-ready timeout: measure your cluster and edit"
     image_ref = docker_image(src, choice["hardware"], choice["variant"])
     slug = re.sub(r"[^a-z0-9.-]", "-", str(meta.get("slug") or src.name.rsplit("/", 1)[-1]).lower())
+    description = (f"{meta.get('title') or src.name} from its vLLM recipe: variant {choice['variant']}, "
+                   f"{choice['strategy']} on {nodes}x {choice['hardware']}"
+                   + (f", preset {choice['preset']}" if choice.get("preset") else "") + ".")
     lane = {
         "lane": lane_name,
-        "description": f"{meta.get('title') or src.name} from its vLLM recipe: variant {choice['variant']}, "
-                       f"{choice['strategy']} on {nodes}x {choice['hardware']}"
-                       + (f", preset {choice['preset']}" if choice.get("preset") else "") + ".",
+        "description": description,
         "engine": "vllm",
         "image": f"{slug}-vllm",
         "hardware": choice["hardware"],

@@ -22,7 +22,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-import yaml
+try:
+    import yaml
+except ImportError:  # module_utils must import anywhere; the compiler runs on the controller, which has PyYAML
+    yaml = None
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
@@ -30,16 +33,21 @@ COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpa
 BUNDLED_ROOT = os.path.join(COLLECTION_ROOT, "recipes")
 
 
-class _Yaml12Loader(yaml.SafeLoader):
-    """SafeLoader whose implicit booleans are YAML 1.2's (true/false), as js-yaml reads recipes."""
+def _yaml12_loader() -> type:
+    """A SafeLoader whose implicit booleans are YAML 1.2's (true/false), as js-yaml reads recipes."""
+    if yaml is None:
+        raise LanekitError("reading a YAML recipe needs PyYAML on the controller (pip install PyYAML).")
 
+    class Yaml12Loader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
+        pass
 
-_Yaml12Loader.yaml_implicit_resolvers = {
-    key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    Yaml12Loader.yaml_implicit_resolvers = {
+        key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Yaml12Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    return Yaml12Loader
 
 
 @dataclass
@@ -68,8 +76,9 @@ def read_data(path: str) -> object:
             return json.loads(text)
         except ValueError as exc:
             raise LanekitError(f"{path} is not valid JSON ({exc}).") from None
+    loader = _yaml12_loader()
     try:
-        return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

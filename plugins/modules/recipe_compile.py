@@ -83,7 +83,9 @@ attributes:
     support: full
     details: The same recipe and choice write byte-identical files; a second run reports no change.
 author:
-  - lanekit developers
+  - lanekit developers (!UNKNOWN)
+extends_documentation_fragment:
+  - lanekit.serving.attributes
 """
 
 EXAMPLES = r"""
@@ -109,7 +111,11 @@ commands:
   description: The composed commands in the corpus's C(expected) shape.
   returned: success
   type: dict
-  sample: {"deployType": "single_node", "model": "org/model", "commands": [{"role": "single", "node": 0, "argv": ["vllm", "serve", "org/model"], "env": {}}]}
+  sample:
+    deployType: single_node
+    model: org/model
+    commands:
+      - {role: single, node: 0, argv: [vllm, serve, org/model], env: {}}
 choice:
   description: The resolved choice (defaults filled in).
   returned: success

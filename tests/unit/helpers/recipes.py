@@ -52,7 +52,7 @@ def check_case(case: dict, recipe_path: str, root: str) -> None:
     for key in ("deployType", "model", "modes", "pools", "router"):
         assert result.get(key) == expected.get(key), key
     assert [(c["role"], c["node"]) for c in result["commands"]] == [(c["role"], c["node"]) for c in expected["commands"]]
-    for got, want in zip(result["commands"], expected["commands"]):
+    for got, want in zip(result["commands"], expected["commands"], strict=True):
         assert got["argv"] == want["argv"], (got["role"], got["node"])
         assert got["env"] == want["env"], (got["role"], got["node"])
         if case.get("source") != "json":  # the seed's own string indents continuations by one space

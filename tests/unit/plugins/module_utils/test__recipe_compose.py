@@ -22,12 +22,12 @@ def _tokens(*values):
 
 def test_the_last_occurrence_of_a_flag_wins_at_its_own_position():
     out = dedupe(_tokens("--a", "1", "--b", "--a", "2", "pos", "--c", "", "--b"))
-    assert [t for t, _ in out] == ["--a", "2", "pos", "--c", "--b"]
+    assert [token for token, _origin in out] == ["--a", "2", "pos", "--c", "--b"]
 
 
 def test_flags_compare_as_text_and_empty_tokens_are_dropped_first():
     out = dedupe(_tokens("--block-size=64", "--block-size", "32", None, "--x", "", "v"))
-    assert [t for t, _ in out] == ["--block-size=64", "--block-size", "32", "--x", "v"]
+    assert [token for token, _origin in out] == ["--block-size=64", "--block-size", "32", "--x", "v"]
 
 
 def test_a_kept_token_keeps_its_origin():
@@ -55,7 +55,7 @@ def test_every_argv_token_and_env_key_names_its_layer():
     src = load_recipe(TINY, TREE)
     result = compile_recipe(src, Choice(hardware="dgx_spark_gb10", strategy="multi_node_tp", variant="fp8", nodes=2))
     head = result["commands"][0]
-    origins = dict(zip(head["argv"][3:], head["origins"]["args"]))
+    origins = dict(zip(head["argv"][3:], head["origins"]["args"], strict=True))
     assert origins["--gpu-memory-utilization"] == "variant fp8 hardware_overrides.dgx_spark_gb10"
     assert origins["--attention-backend"] == "hardware_overrides (blackwell)"
     assert origins["--speculative-config"] == "feature spec_decoding (mode eagle)"
