@@ -154,6 +154,8 @@ class Stager:
         # Resolved once ('..' and symlinks): every check and every write below uses the real path.
         given = self.dest
         self._set_dest(os.path.realpath(given))
+        if os.path.lexists(self.dest) and not os.path.isdir(self.dest):
+            raise LanekitError(f"The weights destination {given} exists and is not a directory.")
         if self.verify not in ("quick", "full"):
             raise LanekitError(f"verify must be 'quick' or 'full', not {self.verify!r}.")
         if self.source.kind == "hf" and not is_commit(self.revision):
@@ -173,7 +175,7 @@ class Stager:
                     f"The weights root {root} does not exist on the staging host; is the NFS export mounted "
                     "there?")
             real_root = os.path.realpath(root)
-            if not self.dest.startswith(real_root.rstrip("/") + "/"):
+            if self.dest == real_root or not self.dest.startswith(real_root.rstrip("/") + "/"):
                 resolved = f" (it resolves to {self.dest})" if self.dest != given else ""
                 raise LanekitError(
                     f"The weights destination {given}{resolved} is not a directory under the weights root {root}.")

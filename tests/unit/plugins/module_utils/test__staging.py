@@ -219,6 +219,11 @@ def test_root_allows_creating_nested_model_dirs(tmp_path):
     assert r["changed"] and os.path.isfile(os.path.join(dest, "MANIFEST.json"))
     with pytest.raises(LanekitError, match="not a directory under"):
         stage(src, str(tmp_path / "elsewhere" / "m"), root=str(root))
+    with pytest.raises(LanekitError, match="not a directory under"):
+        stage(src, str(root) + "/org/..", root=str(root))  # the root itself
+    (root / "file").write_text("x")
+    with pytest.raises(LanekitError, match="exists and is not a directory"):
+        stage(src, str(root / "file"), root=str(root))
     with pytest.raises(LanekitError, match="mounted"):
         stage(src, str(tmp_path / "nope" / "m"), root=str(tmp_path / "nope"))
 
