@@ -25,6 +25,10 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 DIGEST_PREFIX_RE = re.compile(r"^(sha256:)?[0-9a-f]{4,63}…?$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# A Dockerfile ARG name; anything else (a space, '=', a newline) would change the instruction.
+BUILD_ARG_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Control characters: a newline ends the ARG line and starts a new instruction of the value's choosing.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 ARCHES = ("amd64", "arm64")
 LABEL_PREFIX = "io.lanekit"
 IMAGE_REPOSITORY_PREFIX = "lanekit/"
@@ -112,6 +116,7 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
         if not patch_path.startswith(spec_dir + os.sep) or not os.path.isfile(patch_path):
             raise LanekitError(f"{_where(path, f'patches[{index}].file')}: {patch['file']!r} is not a file under {spec_dir}.")
         patches.append(dict(patch, path=patch_path))
+    _check_build_args(path, spec.get("build_args") or {})
     spec = dict(spec)
     spec["patches"] = patches
     spec["spec_dir"] = spec_dir
@@ -120,6 +125,27 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
     spec.setdefault("lanes", [])
     spec.setdefault("labels", {})
     return spec
+
+
+def _check_build_args(path: str, build_args: dict) -> None:
+    """Refuse build args that would not stay one ``ARG key=value`` line of the rendered Dockerfile."""
+    for key, value in build_args.items():
+        if not isinstance(key, str) or not BUILD_ARG_KEY_RE.match(key):
+            raise LanekitError(
+                f"{_where(path, 'build_args')}: {key!r} is not a build argument name; use letters, digits and "
+                f"'_', not starting with a digit (it becomes a Dockerfile ARG line)."
+            )
+        if isinstance(value, (dict, list)) or value is None:
+            raise LanekitError(
+                f"{_where(path, 'build_args.' + key)} must be a string or a number, found {type(value).__name__}."
+            )
+        text = str(value)
+        if _CONTROL_RE.search(text) or text.endswith("\\"):
+            raise LanekitError(
+                f"{_where(path, 'build_args.' + key)} holds a newline, a control character or a trailing "
+                f"backslash ({text[:60]!r}), which would add to or join the Dockerfile's next instruction; "
+                f"remove it."
+            )
 
 
 def pin_problem(spec: dict, arch: str, digest: str | None, from_override: bool = False) -> str | None:

@@ -211,7 +211,9 @@ class Journal:
     def _open(self) -> Any:
         if self._fh is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._fh = open(self.path, "ab")
+            # O_NOFOLLOW: a journal replaced by a symlink must not turn appends into writes elsewhere
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            self._fh = os.fdopen(fd, "ab")
         return self._fh
 
     def record(self, path: str, size: int, sha256: str, st: os.stat_result,

@@ -92,8 +92,9 @@ def copy_and_hash(src: str, dst: str, block_size: int = 16 * MIB, want_git_sha1:
     two files are released from the page cache as the copy goes, so staging does not flood the
     staging host's memory.
     """
-    st = os.stat(src)
-    fin = os.open(src, os.O_RDONLY)
+    # The sources hand over resolved paths: a link that appears there afterwards is not followed.
+    fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    st = os.fstat(fin)
     try:
         fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except BaseException:

@@ -81,12 +81,18 @@ def _join_rel(rel_root: str, name: str) -> str:
     return name if rel_root == "." else f"{rel_root.replace(os.sep, '/')}/{name}"
 
 
+def _inside(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
 class LocalSource:
     """A directory (a mirror, an NFS export, a Hugging Face cache snapshot) on the staging host.
 
-    Symlinks are followed to real files (a Hub cache snapshot is a symlink farm into blobs/);
-    a dangling one is an error. A lanekit ``MANIFEST.json`` or a ``SHA256SUMS`` in the source
-    supplies the digests every copy must match.
+    Symlinks are followed to real files only when they stay inside the source (or, for a Hub
+    cache snapshot ``<repo>/snapshots/<rev>``, point into the cache's ``<repo>/blobs``), as
+    rsync ``--safe-links`` would: a link to ``/etc/shadow`` or to ``/`` is refused with a
+    sentence, never copied or walked. A dangling link is an error. A lanekit ``MANIFEST.json``
+    or a ``SHA256SUMS`` in the source supplies the digests every copy must match.
     """
 
     kind = "local"
@@ -103,10 +109,32 @@ class LocalSource:
         return {"kind": "local", "path": self.path, "allow_patterns": self.allow_patterns,
                 "ignore_patterns": self.ignore_patterns}
 
+    def allowed_roots(self) -> list[str]:
+        """Where a link of this source may lead: the source itself, and a Hub cache's blobs/."""
+        real = os.path.realpath(self.path)
+        roots = [real]
+        snapshots = os.path.dirname(real)
+        if os.path.basename(snapshots) == "snapshots":
+            blobs = os.path.join(os.path.dirname(snapshots), "blobs")
+            if os.path.isdir(blobs):
+                roots.append(blobs)
+        return roots
+
+    def _unsafe_link_error(self, unsafe: list[tuple[str, str]]) -> LanekitError:
+        shown = ", ".join(f"{os.path.join(self.path, rel)} -> {target}" for rel, target in sorted(unsafe)[:5])
+        more = f" and {len(unsafe) - 5} more" if len(unsafe) > 5 else ""
+        return LanekitError(
+            f"The weights source {self.path} has symlinks that lead outside it ({shown}{more}), which lanekit "
+            "refuses to stage (only links inside the source, or from a Hub cache snapshot into its blobs/, are "
+            "followed); copy those files into the source or point local_path at the directory that holds them.")
+
     def _walk(self) -> dict[str, tuple[str, int]]:
-        """{relative path: (real path, size)} of every regular file; raises on dangling links."""
+        """{relative path: (real path, size)} of every regular file; raises on dangling links and on
+        links that lead outside the allowed roots (those are never descended into or read)."""
         found: dict[str, tuple[str, int]] = {}
         dangling: list[str] = []
+        unsafe: list[tuple[str, str]] = []
+        allowed = self.allowed_roots()
         seen_dirs: set[tuple[int, int]] = set()
         for root, dirs, files in os.walk(self.path, followlinks=True):
             try:
@@ -123,6 +151,13 @@ class LocalSource:
             if rel_root == ".":
                 dirs[:] = [d for d in dirs if d not in SOURCE_SKIP_DIRS]
                 files = [f for f in files if f not in (MANIFEST_NAME, SUMS_NAME)]
+            # a link to a directory outside the roots is never walked (a link to / would walk it all)
+            for d in list(dirs):
+                full = os.path.join(root, d)
+                real = os.path.realpath(full)
+                if os.path.exists(full) and not _inside(real, allowed):
+                    unsafe.append((_join_rel(rel_root, d), real))
+                    dirs.remove(d)
             dirs.sort()
             for name in sorted(files):
                 full = os.path.join(root, name)
@@ -132,13 +167,19 @@ class LocalSource:
                 except FileNotFoundError:
                     dangling.append(rel)
                     continue
+                real = os.path.realpath(full)
+                if not _inside(real, allowed):
+                    unsafe.append((rel, real))
+                    continue
                 if not statmod.S_ISREG(st.st_mode):
                     continue
-                found[rel] = (os.path.realpath(full), st.st_size)
+                found[rel] = (real, st.st_size)
             # a directory symlink that dangles shows up in dirs; report it as well
             for d in list(dirs):
                 if not os.path.exists(os.path.join(root, d)):
                     dangling.append(_join_rel(rel_root, d) + "/")
+        if unsafe:
+            raise self._unsafe_link_error(unsafe)
         if dangling:
             raise LanekitError(
                 f"The weights source {self.path} has dangling symlinks (they point to nothing, as in a Hub "
@@ -172,6 +213,12 @@ class LocalSource:
 
     def _declared_digests(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
+        allowed = self.allowed_roots()
+        for name in (SUMS_NAME, MANIFEST_NAME):
+            # their lines end up in error messages: a link to a root-only file must not be read
+            real = os.path.realpath(os.path.join(self.path, name))
+            if os.path.lexists(os.path.join(self.path, name)) and not _inside(real, allowed):
+                raise self._unsafe_link_error([(name, real)])
         sums = read_bytes(os.path.join(self.path, SUMS_NAME))
         if sums is not None:
             for p, sha in parse_sums(sums.decode("utf-8", "replace")).items():
@@ -276,7 +323,13 @@ class HubSource:
             path = hf.hf_hub_download(**kwargs)
         except Exception as exc:
             raise RetryableError(hub_error_sentence(exc, self.repo_id, self.revision, self.endpoint, spec.path)) from exc
-        return path, True
+        # the stager moves or deletes this file: it must be the download, inside the scratch directory
+        real = os.path.realpath(path)
+        if not _inside(real, [os.path.realpath(scratch)]):
+            raise LanekitError(
+                f"The Hub client returned {path} for {spec.path}, which resolves to {real}, outside the scratch "
+                f"directory {scratch}; refusing to move or delete it.")
+        return real, True
 
 
 def hub_error_sentence(exc: BaseException, repo_id: str, revision: str, endpoint: str | None,

@@ -57,6 +57,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._stage_io import (
     unlink_quiet,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import RetryableError, Source
+from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 __all__ = ["Phase", "Stager"]
 
@@ -106,22 +107,55 @@ class Stager:
         self.release = release_written_pages
         self.fsync = fsync
         self.warn = warn or (lambda msg: None)
-        self.state_dir = os.path.join(dest, STATE_DIR)
-        self.tmp_dir = os.path.join(self.state_dir, "tmp")
+        self._set_dest(dest)
         self.phases = {n: Phase(n) for n in ("plan", "verify", "fetch", "publish")}
         self.abort = threading.Event()
-        self.journal = Journal(os.path.join(self.state_dir, JOURNAL_NAME))
         self.repaired: list[str] = []
         self.mismatches: list[str] = []
         self.listed_from = "source"
 
     # -- helpers
+    def _set_dest(self, dest: str) -> None:
+        self.dest = dest
+        self.state_dir = os.path.join(dest, STATE_DIR)
+        self.tmp_dir = os.path.join(self.state_dir, "tmp")
+        self.journal = Journal(os.path.join(self.state_dir, JOURNAL_NAME))
+
     def _dest_path(self, rel: str) -> str:
         return os.path.join(self.dest, *rel.split("/"))
+
+    def _real_dirs(self, rel_dir: str, create: bool) -> str:
+        """``dest/rel_dir`` made of real directories only (made when ``create``): a symlink on the
+        way would let a rename or a delete land outside the destination, so it is refused."""
+        current = self.dest
+        for part in [p for p in rel_dir.split("/") if p]:
+            current = os.path.join(current, part)
+            try:
+                st = os.lstat(current)
+            except FileNotFoundError:
+                if not create:
+                    return current
+                try:
+                    os.mkdir(current, 0o755)
+                except FileExistsError:
+                    pass
+                st = os.lstat(current)
+            if not statmod.S_ISDIR(st.st_mode):
+                kind = "a symlink" if statmod.S_ISLNK(st.st_mode) else "not a directory"
+                raise LanekitError(
+                    f"{current} in the weights destination is {kind}; lanekit writes only into real directories "
+                    f"inside {self.dest} (a link could send a write or a delete elsewhere). Remove it and stage "
+                    "again.")
+        return current
 
     def _validate(self) -> None:
         if not os.path.isabs(self.dest):
             raise LanekitError(f"The weights destination {self.dest!r} must be an absolute path.")
+        # Resolved once ('..' and symlinks): every check and every write below uses the real path.
+        given = self.dest
+        self._set_dest(os.path.realpath(given))
+        if os.path.lexists(self.dest) and not os.path.isdir(self.dest):
+            raise LanekitError(f"The weights destination {given} exists and is not a directory.")
         if self.verify not in ("quick", "full"):
             raise LanekitError(f"verify must be 'quick' or 'full', not {self.verify!r}.")
         if self.source.kind == "hf" and not is_commit(self.revision):
@@ -130,15 +164,21 @@ class Stager:
                 "to pin model.revision to the exact commit (a branch, tag or short hash is refused).")
         if self.revision is not None and self.source.kind == "local" and not isinstance(self.revision, str):
             raise LanekitError("revision must be a string.")
+        if self.scratch_dir:
+            # the Hub client writes there as root: nobody else may plant a link or swap a download
+            self.scratch_dir = private_dir(self.scratch_dir, "scratch directory (scratch_dir)",
+                                           create=not self.check_mode)
         if self.root:
             root = self.root.rstrip("/") or "/"
             if not os.path.isdir(root):
                 raise LanekitError(
                     f"The weights root {root} does not exist on the staging host; is the NFS export mounted "
                     "there?")
-            if not (self.dest + "/").startswith(root + "/") or self.dest == root:
+            real_root = os.path.realpath(root)
+            if self.dest == real_root or not self.dest.startswith(real_root.rstrip("/") + "/"):
+                resolved = f" (it resolves to {self.dest})" if self.dest != given else ""
                 raise LanekitError(
-                    f"The weights destination {self.dest} is not a directory under the weights root {root}.")
+                    f"The weights destination {given}{resolved} is not a directory under the weights root {root}.")
             return
         parent = os.path.dirname(self.dest.rstrip("/")) or "/"
         if not os.path.isdir(self.dest) and not os.path.isdir(parent):
@@ -149,6 +189,9 @@ class Stager:
     def run(self) -> dict[str, Any]:
         self._validate()
         t0 = time.monotonic()
+        self._real_dirs(f"{STATE_DIR}/tmp", create=False)  # refuse a planted .lanekit link before reading it
+        if self.prune:
+            self._refuse_nested_models()
         manifest_path = os.path.join(self.dest, MANIFEST_NAME)
         old_manifest = load_manifest(manifest_path) if os.path.isdir(self.dest) else None
         specs = self._specs_from_manifest(old_manifest)
@@ -167,6 +210,7 @@ class Stager:
                            verify=self.verify)
         wanted = [s.path for s in specs]
         extras = extra_files(self.dest, wanted) if os.path.isdir(self.dest) else []
+        prunable = self._prunable(extras, old_manifest) if self.prune else []
         self.phases["plan"].seconds = time.monotonic() - t0
 
         to_fetch = [p for p in plans if p.action == "fetch"]
@@ -175,6 +219,7 @@ class Stager:
             "path": self.dest, "revision": revision, "model_id": self.model_id,
             "source": self.source.describe(), "listed_from": self.listed_from, "files_total": len(specs),
             "bytes_total": sum(s.size for s in specs), "extra_files": extras,
+            "kept_extra_files": [e for e in extras if e not in prunable] if self.prune else [],
             "huggingface_hub_version": getattr(self.source, "library_version", None),
         }
         if self.check_mode:
@@ -186,16 +231,40 @@ class Stager:
                 p.action = "fetch"
                 p.reason = "digest mismatch"
                 to_fetch.append(p)
-            return self._check_result(result, plans, to_fetch, bad, old_manifest, same)
+            return self._check_result(result, plans, to_fetch, bad, old_manifest, same, prunable)
 
         lock = StageLock(os.path.join(self.state_dir, "lock"))
         os.makedirs(self.dest, exist_ok=True)
+        self._real_dirs(STATE_DIR, create=True)
         lock.acquire()
         try:
-            return self._stage(result, specs, plans, to_fetch, to_hash, old_manifest, revision, extras)
+            return self._stage(result, specs, plans, to_fetch, to_hash, old_manifest, revision, prunable)
         finally:
             self.journal.close()
             lock.release()
+
+    def _refuse_nested_models(self) -> None:
+        """Pruning a directory that holds another model's manifest below it could delete that model."""
+        if not os.path.isdir(self.dest):
+            return
+        for root, dirs, files in os.walk(self.dest):
+            if root == self.dest:
+                dirs[:] = [d for d in dirs if d != STATE_DIR]
+                continue
+            if MANIFEST_NAME in files:
+                raise LanekitError(
+                    f"prune is refused for {self.dest}: {os.path.join(root, MANIFEST_NAME)} below it is another "
+                    "staged model's manifest, whose files pruning could delete; give each model its own "
+                    "directory (model.dir) or stage without prune.")
+
+    def _prunable(self, extras: list[str], old_manifest: dict[str, Any] | None) -> list[str]:
+        """The extra files a previous stage of this directory put there: listed by its manifest
+        (or by the manifest a killed run set aside). Anything else is not lanekit's to delete."""
+        listed: set[str] = set()
+        previous = os.path.join(self.state_dir, "MANIFEST.previous.json")
+        for manifest in (old_manifest, load_manifest(previous) if os.path.isfile(previous) else None):
+            listed.update(f["path"] for f in (manifest or {}).get("files", []) if isinstance(f.get("path"), str))
+        return [rel for rel in extras if rel in listed]
 
     def _specs_from_manifest(self, old_manifest: dict[str, Any] | None) -> list[FileSpec] | None:
         """A Hub commit is immutable: when the destination already holds a manifest of the same
@@ -213,11 +282,13 @@ class Stager:
         return [FileSpec(f["path"], f["size"], sha256=f["sha256"], origin="hf") for f in old_manifest["files"]]
 
     def _check_result(self, result: dict[str, Any], plans: list[FilePlan], to_fetch: list[FilePlan],
-                      bad: list[FilePlan], old_manifest: dict[str, Any] | None, same: bool) -> dict[str, Any]:
+                      bad: list[FilePlan], old_manifest: dict[str, Any] | None, same: bool,
+                      prunable: list[str]) -> dict[str, Any]:
         would_fetch = sum(p.spec.size for p in to_fetch)
         manifest_changes = not same or old_manifest is None
-        changed = bool(to_fetch) or manifest_changes or (self.prune and bool(result["extra_files"]))
+        changed = bool(to_fetch) or manifest_changes or bool(prunable)
         result.update({
+            "would_prune_files": prunable,
             "changed": changed, "would_fetch_bytes": would_fetch, "would_fetch_files": [p.spec.path for p in to_fetch],
             "would_repair_files": sorted(p.spec.path for p in bad),
             "files_hashed": self.phases["verify"].files, "bytes_hashed": self.phases["verify"].bytes,
@@ -241,8 +312,8 @@ class Stager:
 
     def _stage(self, result: dict[str, Any], specs: list[FileSpec], plans: list[FilePlan],
                to_fetch: list[FilePlan], to_hash: list[FilePlan], old_manifest: dict[str, Any] | None,
-               revision: str | None, extras: list[str]) -> dict[str, Any]:
-        os.makedirs(self.tmp_dir, exist_ok=True)
+               revision: str | None, prunable: list[str]) -> dict[str, Any]:
+        self._real_dirs(f"{STATE_DIR}/tmp", create=True)
         self._clean_tmp()
         digests: dict[str, str] = {}
         for p in plans:
@@ -281,13 +352,13 @@ class Stager:
                                f"{self.dest}: {', '.join(missing[:20])}.")
 
         pruned = []
-        if self.prune and extras:
-            for rel in extras:
-                p = self._dest_path(rel)
-                if os.path.islink(p) or os.path.isfile(p):
-                    os.unlink(p)
-                    pruned.append(rel)
-            changed = changed or bool(pruned)
+        for rel in prunable:
+            # extras come from a walk that does not follow links: their parents are real directories
+            p = self._dest_path(rel)
+            if os.path.islink(p) or os.path.isfile(p):
+                os.unlink(p)
+                pruned.append(rel)
+        changed = changed or bool(pruned)
 
         t = time.monotonic()
         entries = [{"path": s.path, "size": s.size, "sha256": digests[s.path]} for s in specs]
@@ -435,7 +506,7 @@ class Stager:
         src, owned = self.source.open_path(spec, scratch, attempt)
         want1 = spec.git_sha1 is not None and spec.sha256 is None
         final = self._dest_path(spec.path)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
+        self._real_dirs(os.path.dirname(spec.path), create=True)
         tmp = os.path.join(self.tmp_dir, f"{spec.path.replace('/', '%')}.{uuid.uuid4().hex[:8]}.part")
         same_fs = owned and same_device(src, self.tmp_dir)
         try:

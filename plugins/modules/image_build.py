@@ -34,6 +34,9 @@ options:
     description:
       - Directory on the builder that holds C(<name>/image.yml) (unless O(spec) is given) and the
         patch files under C(<name>/).
+      - It is made mode C(0700) if missing. An existing one must belong to the user the module runs as
+        and be writable by nobody else, as must every directory above it unless sticky (C(/var/tmp));
+        otherwise the module stops, since another user could swap a patch between hashing and build.
     type: path
     required: true
   spec:
@@ -85,7 +88,9 @@ options:
     choices: [missing, never]
     default: missing
   build_dir:
-    description: Where the rendered build context is written; default C(<images_dir>/.build/<name>).
+    description:
+      - Where the rendered build context is written; default C(<images_dir>/.build/<name>).
+      - Checked and made like O(images_dir).
     type: path
   buildkit:
     description:
@@ -300,6 +305,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import
     merge_lock,
     resolve_image,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 
 # -- the execution (docker and the builder's files) -----------------------------------------------
@@ -338,7 +344,9 @@ class ImageBuilder(DockerManager):
                 os.chmod(target, mode)
 
     def _resolve(self) -> dict:
-        images_dir = self.params["images_dir"]
+        # Private before the patches are hashed: nobody else may swap one between hash and build.
+        images_dir = private_dir(self.params["images_dir"], "image work directory (images_dir)",
+                                 create=not self.check_mode)
         scratch = None
         if self.params["files"]:
             if self.check_mode:
@@ -420,6 +428,7 @@ class ImageBuilder(DockerManager):
             )
 
     def _write_context(self, resolved: dict, context: str) -> None:
+        private_dir(os.path.dirname(context), "build context directory (build_dir)")
         if os.path.isdir(context):
             shutil.rmtree(context)
         os.makedirs(context, mode=0o755)

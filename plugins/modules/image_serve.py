@@ -65,7 +65,9 @@ options:
     type: int
     default: 7200
   spool_dir:
-    description: Directory on this node for the spool file (needs room for the image).
+    description:
+      - Directory on this node for the spool file (needs room for the image).
+      - Made mode C(0700) if missing; an existing one owned by another user or writable by others is refused.
     type: path
     default: /var/tmp/lanekit
 attributes:
@@ -154,6 +156,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_module imp
     run_docker_module,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 CHUNK = 4 << 20
 
@@ -393,8 +396,9 @@ class ImageServer(DockerManager):
         if self.module.check_mode:
             return {"changed": False, "served": [], "loaded": 0, "bytes": 0, "save_seconds": 0.0, "seconds": 0.0,
                     "pin": pin, "msg": f"would serve {params['ref']} on {params['bind']}:{params['port']} to {params['clients']} nodes"}
-        os.makedirs(params["spool_dir"], mode=0o700, exist_ok=True)
-        spool_path = os.path.join(params["spool_dir"], f"stream-{params['content_hash'][:12]}-{os.getpid()}.tar")
+        # A spool another user can reach could be swapped between save and send.
+        spool_dir = private_dir(params["spool_dir"], "spool directory (spool_dir)")
+        spool_path = os.path.join(spool_dir, f"stream-{params['content_hash'][:12]}-{os.getpid()}.tar")
         try:
             listener = socket.socket(socket.AF_INET6 if ":" in params["bind"] else socket.AF_INET, socket.SOCK_STREAM)
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -70,7 +70,8 @@ options:
   bundle_dir:
     description:
       - Directory on the node to write C(<container>.log), C(<container>.inspect.json) and
-        C(meminfo.txt) into. Created if missing.
+        C(meminfo.txt) into. Created mode C(0700) if missing; an existing one owned by another user or
+        writable by others is refused.
     type: path
   command_timeout:
     description: Seconds after which one docker command is abandoned.
@@ -156,6 +157,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import parse_meminfo
 from ansible_collections.lanekit.serving.plugins.module_utils._probes import http_get, probe_api
+from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 # The plan labels containers io.lanekit.<key>; plain lanekit.<key> is read too.
 LABEL_PREFIXES = ("io.lanekit", "lanekit")
@@ -280,7 +282,8 @@ def container_entry(docker: DockerCLI, name: str, obj: dict | None, params: dict
 
 def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, meminfo_text: str) -> list[str]:
     """Each container's inspect object and full log, and the node's meminfo, under ``bundle``."""
-    os.makedirs(bundle, exist_ok=True)
+    # Logs and inspect objects carry the ranks' environment: never into a directory others can read or swap.
+    bundle = private_dir(bundle, "bundle directory (bundle_dir)")
     files = []
     for name in names:
         obj = found.get(name)

