@@ -17,31 +17,44 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
+import posixpath
 import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
-
-try:
-    import yaml
-except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
-    yaml = None
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, load_file, load_text, plain
 
 LANE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 FLAG_RE = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
+# A served model name travels in HTTP requests and argv: no whitespace or control characters.
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 ENGINES = tuple(_engines.ENGINES)
+# Environment variables the plan sets on every rank itself (from the engine record and the
+# inventory's fabric settings, see _plan._fabric_env); a lane value would be overwritten silently.
+PLAN_ENV = {
+    "NCCL_SOCKET_IFNAME": "the inventory's fabric_ifname",
+    "GLOO_SOCKET_IFNAME": "the inventory's fabric_ifname",
+    "NCCL_IB_HCA": "the inventory's ib_hca",
+    "UCX_NET_DEVICES": "the inventory's ucx_net_devices",
+    "HF_HUB_OFFLINE": "the plan (ranks read the staged weights only)",
+}
+# Engine flags the collection reasons about (KV budget, batch limits) beyond the engine record's
+# memory-fraction and max-length flags: their values must be whole numbers of at least 1.
+COUNT_FLAGS = ("--max-num-seqs", "--max-num-batched-tokens", "--max-running-requests", "--max-total-tokens")
 
 
 # --- schema -------------------------------------------------------------------------------
 # A tiny declarative schema: ("type", required, extra). Types: str, int, num, bool, list,
 # map, enum, args, env, revision, strlist. Nested mappings are dicts of the same.
 
-def _f(kind, required=False, extra=None, default=None):
-    return {"kind": kind, "required": required, "extra": extra, "default": default}
+def _f(kind, required=False, extra=None, default=None, minimum=None):
+    return {"kind": kind, "required": required, "extra": extra, "default": default, "min": minimum}
 
 
 SCHEMA = {
@@ -53,7 +66,7 @@ SCHEMA = {
     "model": _f("map", True, {
         "id": _f("str", True),
         "revision": _f("revision"),
-        "served_name": _f("str", True),
+        "served_name": _f("name", True),
         "dir": _f("str"),
         "layout": _f("enum", False, ("mistral_consolidated", "hf"), "hf"),
         "size_gib": _f("num"),
@@ -70,16 +83,16 @@ SCHEMA = {
         }),
     }),
     "topology": _f("map", True, {
-        "nodes": _f("int", True),
-        "gpus_per_node": _f("int", True),
-        "tensor_parallel": _f("int", True),
-        "pipeline_parallel": _f("int", False, None, 1),
-        "data_parallel": _f("int", False, None, 1),
+        "nodes": _f("int", True, minimum=1),
+        "gpus_per_node": _f("int", True, minimum=1),
+        "tensor_parallel": _f("int", True, minimum=1),
+        "pipeline_parallel": _f("int", False, None, 1, minimum=1),
+        "data_parallel": _f("int", False, None, 1, minimum=1),
     }),
     "serve": _f("map", True, {
         "entrypoint": _f("strlist"),
-        "port": _f("int", True),
-        "rendezvous_port": _f("int", True),
+        "port": _f("port", True),
+        "rendezvous_port": _f("port", True),
         "args": _f("args"),
         "env": _f("env"),
         "docker_args": _f("strlist"),
@@ -87,16 +100,16 @@ SCHEMA = {
     "memory": _f("map", False, {
         "weights_per_rank_gib": _f("num", True),
         "graph_reserve_gib": _f("num", True),
-        "kv_bytes_per_token": _f("int", True),
-        "kv_block_tokens": _f("int", False, None, 64),
+        "kv_bytes_per_token": _f("int", True, minimum=1),
+        "kv_block_tokens": _f("int", False, None, 64, minimum=1),
         "headroom_gib": _f("num", False, None, 2.0),
     }),
     "boot": _f("map", True, {
-        "budget_s": _f("int", True),
+        "budget_s": _f("int", True, minimum=1),
         "expected_load_s": _f("int", True),
         "expected_warmup_s": _f("int", True),
-        "stall_s": _f("int", False, None, 900),
-        "poll_s": _f("int", False, None, 15),
+        "stall_s": _f("int", False, None, 900, minimum=1),
+        "poll_s": _f("int", False, None, 15, minimum=1),
         "stability_s": _f("int", False, None, 30),
     }),
     "cache": _f("map", False, {
@@ -109,23 +122,12 @@ _TYPE_WORDS = {
     "str": "a string", "int": "a whole number", "num": "a number", "bool": "true or false",
     "list": "a list", "strlist": "a list of strings", "map": "a mapping", "args": "a mapping of flag to value",
     "env": "a mapping of variable name to value", "revision": "a 40-character hex commit id",
+    "port": "a port number from 1 to 65535",
+    "name": "a name without spaces (letters, digits and . _ : / @ + -)",
 }
 
 
-def _describe(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a boolean)"
-    if isinstance(value, (int, float)):
-        return f"{value!r} (a number)"
-    if isinstance(value, str):
-        return f"{value!r} (a string)"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
+_describe = describe
 
 
 # --- layering -----------------------------------------------------------------------------
@@ -142,22 +144,40 @@ def deep_merge(base, override):
 
 def parse_overrides(value, source: str, variable: str = "lane_overrides") -> dict:
     """An override layer (``variable``) may arrive as a mapping or, from ``-e key=value``, as a JSON/YAML string."""
+    # Ansible hands over its own tagged subclasses of dict/str/list; validate plain data only.
+    value = plain(value)
     if value in (None, "", {}):
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json.loads(value, object_pairs_hook=_json_pairs(source, variable))
         except ValueError:
             try:
-                value = yaml.safe_load(value)
-            except yaml.YAMLError as exc:
+                value = load_text(value, f"{source}: {variable}")
+            except LanekitError as err:
                 raise LanekitError(
-                    f"{source}: {variable} is not valid JSON or YAML ({exc}); pass a mapping such as "
+                    f"{err.message.rstrip('.')}; pass a mapping such as "
                     "'{\"serve\": {\"args\": {\"--gpu-memory-utilization\": 0.89}}}'."
                 ) from None
     if not isinstance(value, dict):
         raise LanekitError(f"{source}: {variable} is {_describe(value)}; expected a mapping of lane keys to override.")
     return value
+
+
+class _DuplicateKey(LanekitError):
+    pass
+
+
+def _json_pairs(source: str, variable: str):
+    def hook(pairs):
+        seen = set()
+        for key, _value in pairs:
+            if key in seen:
+                # Not a ValueError subclass, so the YAML fallback is not tried on a duplicate.
+                raise _DuplicateKey(f"{source}: {variable} sets the key {key!r} twice in one mapping; remove one.")
+            seen.add(key)
+        return dict(pairs)
+    return hook
 
 
 class Layers:
@@ -169,6 +189,16 @@ class Layers:
         for _name, layer in self.layers:
             merged = deep_merge(merged, layer)
         self.merged = merged
+
+    def set_to_null_by(self, path: tuple) -> str | None:
+        """The last layer that sets ``path`` to null explicitly, if the merged value is null."""
+        for name, layer in reversed(self.layers):
+            node = layer
+            for part in path[:-1]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and path[-1] in node:
+                return name if node[path[-1]] is None else None
+        return None
 
     def source_of(self, path: tuple) -> str:
         for name, layer in reversed(self.layers):
@@ -200,10 +230,18 @@ def _check_value(layers: Layers, path: tuple, field: dict, value):
     kind = field["kind"]
     if kind == "str":
         ok = isinstance(value, str) and value != ""
+    elif kind == "name":
+        ok = isinstance(value, str) and SERVED_NAME_RE.match(value) is not None
+    elif kind == "port":
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
     elif kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= (field.get("min") or 0)
+        if not ok and isinstance(value, int) and not isinstance(value, bool):
+            raise _fail(layers, path, _describe(value), f"a whole number of at least {field.get('min') or 0}")
     elif kind == "num":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        if not ok and isinstance(value, float) and not isinstance(value, bool):
+            raise _fail(layers, path, _describe(value), "a finite number of at least 0")
     elif kind == "bool":
         ok = isinstance(value, bool)
     elif kind == "strlist":
@@ -244,6 +282,13 @@ def _check_map(layers: Layers, path: tuple, schema: dict, data: dict):
                         "Check the spelling, or move engine flags under serve.args.")
     for key, field in schema.items():
         if key not in data or data[key] is None:
+            nulled = layers.set_to_null_by(path + (key,)) if key in data else None
+            if field["required"] and nulled:
+                raise LanekitError(
+                    f"{nulled}: key '{'.'.join(map(str, path + (key,)))}' is set to null, which removes a required "
+                    f"setting; expected {_TYPE_WORDS.get(field['kind'], field['kind'])}. Give a value or drop the key "
+                    f"from that layer."
+                )
             if field["required"]:
                 raise LanekitError(
                     f"{layers.layers[0][0]}: key '{'.'.join(map(str, path + (key,)))}' is missing; "
@@ -284,6 +329,139 @@ def _check_env(layers: Layers, path: tuple, env):
             raise _fail(layers, path + (key,), _describe(value), "a plain value (or null to remove it)")
 
 
+def _norm_flag(flag: str) -> str:
+    """A flag as the engines' parsers see it: '--tensor_parallel_size=8' is '--tensor-parallel-size'."""
+    return flag.strip().split("=", 1)[0].replace("_", "-")
+
+
+def plan_owned_flag(engine: _engines.Engine, flag) -> str | None:
+    """The plan-owned flag that ``flag`` spells (underscores or dashes, with or without '=value'), or None."""
+    if not isinstance(flag, str) or not flag.strip().startswith("-"):
+        return None
+    owned = {_norm_flag(f): f for f in engine.plan_owned}
+    return owned.get(_norm_flag(flag))
+
+
+def _number(value, integer: bool):
+    """``value`` as a finite number, or None: booleans, NaN, infinity and text such as 'high' or '0,89' are not."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        if integer:
+            return int(text) if re.fullmatch(r"[0-9]+", text) else None
+        if not re.fullmatch(r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?", text):
+            return None
+        value = float(text)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and not integer:
+        return value
+    return None
+
+
+def flag_number(value, integer: bool = False):
+    """The number an engine flag or variable the collection reasons about holds (None when unset or not a number)."""
+    return _number(value, integer)
+
+
+def _numeric_rules(engine: _engines.Engine) -> dict:
+    """{flag or variable: (integer, minimum, maximum, what)} for the values the collection computes with."""
+    rules = {
+        engine.memory_fraction_flag: (False, 0.0, 1.0, "a number above 0 and at most 1 (a fraction of device memory)"),
+        engine.max_len_flag: (True, 1, None, "a whole number of tokens of at least 1 (e.g. 524288)"),
+    }
+    for flag in COUNT_FLAGS:
+        rules[flag] = (True, 1, None, "a whole number of at least 1")
+    for timeout in engine.timeouts:
+        rules[timeout.key] = (False, 0.0, None, "a number of seconds above 0")
+    return rules
+
+
+def _check_number(layers: Layers, path: tuple, value, rule) -> None:
+    integer, low, high, what = rule
+    number = _number(value, integer)
+    bad = number is None or (number <= low if isinstance(low, float) else number < low)
+    bad = bad or (high is not None and number > high)
+    if bad:
+        hint = " (a decimal point, not a comma)" if isinstance(value, str) and "," in value else ""
+        raise _fail(layers, path, _describe(value), what + hint,
+                    "The collection checks this value before boot (KV budget, batch limits, timeouts); "
+                    "write it as a plain number.")
+
+
+def _check_text(layers: Layers, path: tuple, value) -> None:
+    if isinstance(value, str) and CONTROL_RE.search(value):
+        raise _fail(layers, path, f"{value!r}, which holds a control character (a newline or tab)",
+                    "a single-line value")
+
+
+def _check_engine_settings(layers: Layers, lane: dict) -> None:
+    """Checks that need the engine record: plan-owned flags in any spelling or position, numbers the
+    collection reasons about, variables the plan sets, ports that must not collide."""
+    engine = _engines.get(lane["engine"])
+    serve = lane["serve"]
+    numeric = _numeric_rules(engine)
+    ports = {"serve.port": serve["port"], "serve.rendezvous_port": serve["rendezvous_port"]}
+    for flag, value in serve["args"].items():
+        path = ("serve", "args", flag)
+        owned = plan_owned_flag(engine, flag)
+        if owned and value not in (None, False):
+            spelled = "" if owned == flag else f" (spelled {flag})"
+            raise LanekitError(
+                f"{layers.source_of(path)}: key 'serve.args.{flag}' is set, but the plan renders {owned}{spelled} "
+                f"from {engine.plan_owned[owned]}; remove it from serve.args (or set it to null in an override layer)."
+            )
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            _check_text(layers, path, item)
+            smuggled = plan_owned_flag(engine, item)
+            if smuggled:
+                raise _fail(
+                    layers, path, f"{_describe(value)} holding {item!r}", "values only",
+                    f"It would render a second {smuggled} that the engine obeys while the plan and the health checks "
+                    f"use the first ({engine.plan_owned[smuggled]}); remove it.")
+        if value is None or value is False:
+            continue
+        rule = numeric.get(_norm_flag(flag))
+        if rule:
+            _check_number(layers, path, value, rule)
+        if _norm_flag(flag).endswith("-port"):
+            _check_number(layers, path, value, (True, 1, 65535, "a port number from 1 to 65535"))
+            ports[f"serve.args.{flag}"] = int(_number(value, True))
+    seen: dict = {}
+    for key, port in ports.items():
+        if port in seen:
+            path = tuple(key.split(".", 2))
+            raise _fail(layers, path, f"{port}, the same port as {seen[port]}", "a different port",
+                        "Every port a rank opens on its host must be distinct, or the second listener fails to bind.")
+        seen[port] = key
+    plan_env = dict(PLAN_ENV, **{engine.host_ip_env: "the inventory's fabric_ip"})
+    for key, value in serve["env"].items():
+        path = ("serve", "env", key)
+        if value is None:
+            continue
+        if key in plan_env:
+            raise _fail(layers, path, "set", "no value here",
+                        f"The plan sets {key} on every rank from {plan_env[key]} and would overwrite this value "
+                        f"silently; remove it (set it in the inventory instead).")
+        _check_text(layers, path, value)
+        if key in numeric:
+            _check_number(layers, path, value, numeric[key])
+
+
+def _check_model_dir(layers: Layers, model: dict) -> None:
+    """The weights path stays under the weights root: a relative, normalised path without '..'."""
+    key = "dir" if model.get("dir") else "id"
+    raw = model.get("dir") or model["id"]
+    norm = posixpath.normpath(raw)
+    if raw.startswith("/") or norm in (".", "..") or norm.startswith("../") or CONTROL_RE.search(raw):
+        raise _fail(layers, ("model", key), _describe(raw),
+                    "a relative path under lanekit_weights_root without '..' (e.g. mistralai/Model-Name)",
+                    "The weights path must stay under the NFS export every node mounts.")
+    model["dir"] = norm
+
+
 def validate(layers: Layers, lane_name: str) -> dict:
     """Validate the merged lane; return it with defaults filled in."""
     lane = copy.deepcopy(layers.merged)
@@ -292,8 +470,9 @@ def validate(layers: Layers, lane_name: str) -> dict:
     _check_map(layers, (), SCHEMA, lane)
     if lane["lane"] != lane_name:
         raise _fail(layers, ("lane",), _describe(lane["lane"]), f"'{lane_name}' (the file name without .yml)")
-    lane["model"].setdefault("dir", lane["model"]["id"])
-    lane["model"].setdefault("source", {"kind": "hf"})
+    _check_model_dir(layers, lane["model"])
+    if not lane["model"].get("source"):
+        lane["model"]["source"] = {"kind": "hf"}
     if lane["model"]["source"]["kind"] == "local" and not lane["model"]["source"].get("path"):
         raise _fail(layers, ("model", "source", "path"), "missing", "the directory holding the checkpoint when source.kind is local")
     lane["serve"].setdefault("args", {})
@@ -301,7 +480,9 @@ def validate(layers: Layers, lane_name: str) -> dict:
     lane["serve"].setdefault("docker_args", [])
     lane["serve"]["args"] = lane["serve"]["args"] or {}
     lane["serve"]["env"] = lane["serve"]["env"] or {}
-    lane.setdefault("cache", {"warm": True, "headroom_gib": 4.0})
+    if not lane.get("cache"):
+        lane["cache"] = {"warm": True, "headroom_gib": 4.0}
+    _check_engine_settings(layers, lane)
     topo = lane["topology"]
     for key in ("nodes", "gpus_per_node", "tensor_parallel"):
         if topo[key] < 1:
@@ -325,13 +506,9 @@ def read_lane_file(lanes_dir: str, lane_name) -> tuple[str, dict]:
     if not os.path.isfile(path):
         known = sorted(f[:-4] for f in os.listdir(lanes_dir) if f.endswith(".yml")) if os.path.isdir(lanes_dir) else []
         raise LanekitError(f"{path} does not exist; known lanes: {', '.join(known) or 'none'}.")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise LanekitError(f"{path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}.") from None
+    data = load_file(path)
+    if data is None:
+        raise LanekitError(f"{path} is empty; a lane file is a mapping of lane settings (lane, engine, image, ...).")
     if not isinstance(data, dict):
         raise LanekitError(f"{path} must be a mapping of lane settings, found {_describe(data)}.")
     return path, data
@@ -340,12 +517,16 @@ def read_lane_file(lanes_dir: str, lane_name) -> tuple[str, dict]:
 def load_lane(lanes_dir: str, lane_name: str, overrides: list[tuple[str, object]] | None = None) -> dict:
     """Load, layer and validate one lane. ``overrides`` is [(source name, mapping or string)]."""
     path, data = read_lane_file(lanes_dir, lane_name)
-    parsed = [(name, parse_overrides(value, name)) for name, value in (overrides or [])]
+    parsed = [(name, parse_overrides(value, name, _layer_variable(name))) for name, value in (overrides or [])]
     layers = Layers(path, data, parsed)
     lane = validate(layers, lane_name)
     lane["_source"] = path
     lane["_layers"] = [name for name, _ in layers.layers]
     return lane
+
+
+def _layer_variable(source: str) -> str:
+    return "lane_cli_overrides" if source.startswith("lane_cli_overrides") else "lane_overrides"
 
 
 def render_flag_value(value) -> list[str]:
