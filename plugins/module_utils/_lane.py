@@ -33,6 +33,7 @@ ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
 # A served model name travels in HTTP requests and argv: no whitespace or control characters.
 SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+IMAGE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # a directory under images/
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 ENGINES = tuple(_engines.ENGINES)
 # Environment variables the plan sets on every rank itself (from the engine record and the
@@ -61,7 +62,7 @@ SCHEMA = {
     "lane": _f("str", True),
     "description": _f("str"),
     "engine": _f("enum", True, ENGINES),
-    "image": _f("str", True),
+    "image": _f("image", True),
     "hardware": _f("enum", True, tuple(PROFILES)),
     "model": _f("map", True, {
         "id": _f("str", True),
@@ -123,6 +124,7 @@ _TYPE_WORDS = {
     "list": "a list", "strlist": "a list of strings", "map": "a mapping", "args": "a mapping of flag to value",
     "env": "a mapping of variable name to value", "revision": "a 40-character hex commit id",
     "port": "a port number from 1 to 65535",
+    "image": "the name of a directory under images/ (lower-case letters, digits, '.', '_', '-')",
     "name": "a name without spaces (letters, digits and . _ : / @ + -)",
 }
 
@@ -232,6 +234,8 @@ def _check_value(layers: Layers, path: tuple, field: dict, value):
         ok = isinstance(value, str) and value != ""
     elif kind == "name":
         ok = isinstance(value, str) and SERVED_NAME_RE.match(value) is not None
+    elif kind == "image":
+        ok = isinstance(value, str) and IMAGE_NAME_RE.match(value) is not None
     elif kind == "port":
         ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
     elif kind == "int":
