@@ -299,7 +299,8 @@ def _check_map(layers: Layers, path: tuple, schema: dict, data: dict):
                     f"expected {_TYPE_WORDS.get(field['kind'], field['kind'])}"
                     + (" (one of " + ", ".join(field["extra"]) + ")" if field["kind"] == "enum" else "") + "."
                 )
-            if field["default"] is not None and key not in data:
+            if field["default"] is not None:
+                # A null from any layer resets an optional setting to its default.
                 data[key] = copy.deepcopy(field["default"])
             continue
         _check_value(layers, path + (key,), field, data[key])
@@ -319,6 +320,31 @@ def _check_args(layers: Layers, path: tuple, args):
                 raise _fail(layers, path + (flag,), _describe(value), "a list of plain values")
         elif not (value is None or isinstance(value, (bool, int, float, str, dict))):
             raise _fail(layers, path + (flag,), _describe(value), "true, false, null, a value or a mapping")
+        problem = _json_problem(value) if isinstance(value, (dict, list)) else None
+        if problem:
+            raise _fail(layers, path + (flag,), problem, "plain values only (text, finite numbers, true/false, lists "
+                        "and mappings with text keys)", "The value is rendered as one argument (JSON for a mapping).")
+
+
+def _json_problem(value, depth: int = 0) -> str | None:
+    """Why ``value`` cannot be rendered as an argument (JSON for mappings), or None."""
+    if depth > 32:
+        return "nested too deeply"
+    if value is None or isinstance(value, (bool, int, str)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"a value holding {value!r} (not a finite number)"
+    if isinstance(value, (list, tuple)):
+        return next((p for p in (_json_problem(v, depth + 1) for v in value) if p), None)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"a mapping with the key {key!r} (not text)"
+            problem = _json_problem(item, depth + 1)
+            if problem:
+                return problem
+        return None
+    return f"{_describe(value)} inside the value"
 
 
 def _check_env(layers: Layers, path: tuple, env):
@@ -430,6 +456,8 @@ def _check_engine_settings(layers: Layers, lane: dict) -> None:
         rule = numeric.get(_norm_flag(flag))
         if rule:
             _check_number(layers, path, value, rule)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _fail(layers, path, _describe(value), "a finite number")
         if _norm_flag(flag).endswith("-port"):
             _check_number(layers, path, value, (True, 1, 65535, "a port number from 1 to 65535"))
             ports[f"serve.args.{flag}"] = int(_number(value, True))
@@ -518,9 +546,11 @@ def read_lane_file(lanes_dir: str, lane_name) -> tuple[str, dict]:
     return path, data
 
 
-def load_lane(lanes_dir: str, lane_name: str, overrides: list[tuple[str, object]] | None = None) -> dict:
-    """Load, layer and validate one lane. ``overrides`` is [(source name, mapping or string)]."""
-    path, data = read_lane_file(lanes_dir, lane_name)
+def load_lane(lanes_dir: str, lane_name: str, overrides: list[tuple[str, object]] | None = None,
+              lane_file: tuple[str, dict] | None = None) -> dict:
+    """Load, layer and validate one lane. ``overrides`` is [(source name, mapping or string)];
+    ``lane_file`` is read_lane_file's (path, data) when the caller already read it (one read per plan)."""
+    path, data = lane_file or read_lane_file(lanes_dir, lane_name)
     parsed = [(name, parse_overrides(value, name, _layer_variable(name))) for name, value in (overrides or [])]
     layers = Layers(path, data, parsed)
     lane = validate(layers, lane_name)

@@ -22,7 +22,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._hardware import P
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
-    effective_args, effective_env, load_lane, plan_owned_flag, render_args, timeout_value,
+    effective_args, effective_env, load_lane, plan_owned_flag, read_lane_file, render_args, timeout_value,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, plain
 
@@ -386,6 +386,34 @@ def check_hosts(hosts: list[dict]) -> None:
                                f"'10.100.0.11'.")
 
 
+_CLUSTER_VARIABLES = {
+    "weights_root": "lanekit_weights_root", "rank_gpus": "lanekit_rank_gpus", "rank_devices": "lanekit_rank_devices",
+    "rank_cap_add": "lanekit_rank_cap_add", "rank_ulimits": "lanekit_rank_ulimits",
+    "rank_shm_size": "lanekit_rank_shm_size", "head_host": "lanekit_head_host",
+}
+
+
+def check_cluster(cluster: dict) -> None:
+    """The inventory's rank settings have the shapes docker takes: text, or lists of text."""
+    for key in ("rank_devices", "rank_cap_add", "rank_ulimits"):
+        value = cluster[key]
+        if value in (None, ""):
+            cluster[key] = []
+        elif not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise LanekitError(
+                f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected a list of text entries "
+                f"(e.g. [/dev/infiniband]) in the inventory."
+            )
+    for key in ("weights_root", "rank_gpus", "rank_shm_size", "head_host"):
+        value = cluster[key]
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and key == "rank_gpus"):
+            continue
+        if not isinstance(value, str) or any(c.isspace() for c in value):
+            raise LanekitError(
+                f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected text without spaces in the inventory."
+            )
+
+
 def write_plan_file(path: str, plan: dict) -> bool:
     """Write the plan JSON atomically; return True only when the content changed. Path problems are sentences."""
     content = json.dumps(plan, indent=2, sort_keys=True) + "\n"
@@ -428,7 +456,8 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     if not hosts:
         raise LanekitError("the inventory group lane_nodes is empty; list the lane's GPU nodes there in rank order.")
     check_hosts(hosts)
-    lanes = {h["name"]: load_lane(lanes_dir, lane_name, h["layers"]) for h in hosts}
+    lane_file = read_lane_file(lanes_dir, lane_name)
+    lanes = {h["name"]: load_lane(lanes_dir, lane_name, h["layers"], lane_file) for h in hosts}
     lane = lanes[hosts[0]["name"]]
     engine = _engines.get(lane["engine"])
     for host in hosts[1:]:
@@ -488,6 +517,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
         "head_host": head_vars.get("lanekit_head_host"),
     })
+    check_cluster(cluster)
     host_specs = [{
         "name": h["name"],
         "fabric_ip": h["vars"].get("fabric_ip"),
