@@ -369,7 +369,16 @@ def plan_owned_flag(engine: _engines.Engine, flag) -> str | None:
     if not isinstance(flag, str) or not flag.strip().startswith("-"):
         return None
     owned = {_norm_flag(f): f for f in engine.plan_owned}
-    return owned.get(_norm_flag(flag))
+    name = _norm_flag(flag)
+    if name in owned:
+        return owned[name]
+    # argparse (both engines' parsers) accepts any unambiguous prefix of a long flag: '--tensor-parallel 4'
+    # is --tensor-parallel-size.
+    if name.startswith("--") and len(name) >= 6:
+        prefixed = [f for n, f in owned.items() if n.startswith("--") and n.startswith(name)]
+        if prefixed:
+            return prefixed[0]
+    return None
 
 
 def _number(value, integer: bool):

@@ -29,6 +29,9 @@ MAX_ALIASES = 200
 # Expanded nodes (scalars, sequences, mappings, counting every alias use in full). The largest
 # lane in the collection has a few hundred.
 MAX_NODES = 20000
+# Lanes, specs and locks are a few KiB; a bigger file is a mistake, and PyYAML's pure-Python parser
+# would take minutes on a large one.
+MAX_BYTES = 1 << 20
 
 
 class _Refused(Exception):
@@ -130,6 +133,9 @@ def load_text(data: bytes | str, source: str):
     """Parse one YAML document from ``data``; every problem is a LanekitError naming ``source``."""
     if yaml is None:  # pragma: no cover
         raise LanekitError(f"{source} cannot be read here: PyYAML is not installed.")
+    if len(data) > MAX_BYTES:
+        raise LanekitError(f"{source} is {len(data):,} bytes, more than the {MAX_BYTES:,} a lanekit YAML file may "
+                           f"hold; refused.")
     text = _decode(data, source)
     loader = LanekitLoader(text)
     try:
@@ -160,7 +166,7 @@ def load_file(path: str, what: str = "") -> object:
     """Read and parse ``path``; a missing or unreadable file is a sentence too."""
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            data = handle.read(MAX_BYTES + 1)
     except IsADirectoryError:
         raise LanekitError(f"{path} is a directory, not a YAML file{what}.") from None
     except OSError as exc:

@@ -145,6 +145,13 @@ def test_deep_nesting_is_refused_without_a_recursion_error():
         _yaml.load_text("[" * depth + "]" * depth, "deep.yml")
 
 
+def test_a_huge_file_is_refused_before_parsing(tmp_path):
+    path = tmp_path / "huge.yml"
+    path.write_text("description: " + "x" * (_yaml.MAX_BYTES + 10) + "\n")
+    with pytest.raises(LanekitError, match="huge.yml is .* bytes, more than"):
+        _yaml.load_file(str(path))
+
+
 def test_merge_keys_and_a_few_aliases_still_load():
     assert _yaml.load_text("a: &x {p: 1}\nb: *x\nc: {<<: *x, q: 2}\n", "ok.yml") == {
         "a": {"p": 1}, "b": {"p": 1}, "c": {"p": 1, "q": 2}}
