@@ -158,7 +158,8 @@ def parse_overrides(value, source: str, variable: str = "lane_overrides") -> dic
                 value = load_text(value, f"{source}: {variable}")
             except LanekitError as err:
                 raise LanekitError(
-                    f"{err.message.rstrip('.')}; pass a mapping such as "
+                    f"{err.message.rstrip('.').replace(' is not valid YAML', ' is not valid JSON or YAML')}; "
+                    "pass a mapping such as "
                     "'{\"serve\": {\"args\": {\"--gpu-memory-utilization\": 0.89}}}'."
                 ) from None
     if not isinstance(value, dict):

@@ -68,7 +68,7 @@ def test_malformed_override_text_is_one_sentence_naming_the_variable():
     with pytest.raises(LanekitError) as err:
         parse_overrides('{"serve": {"args": ', CLI, "lane_cli_overrides")
     text = str(err.value)
-    assert "\n" not in text and "lane_cli_overrides" in text and "not valid YAML" in text
+    assert "\n" not in text and "lane_cli_overrides" in text and "not valid JSON or YAML" in text
 
 
 def test_duplicate_keys_in_override_json_are_refused():
