@@ -26,7 +26,6 @@ from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import (
     find_spec_dir, plan_lane, reports_root, table, write_plan_file,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._yaml import plain
 
 display = Display()
 

@@ -352,8 +352,8 @@ def kv_budget_unchecked(ctx):
     flag = _engine(ctx).memory_fraction_flag
     if not lane.get("memory"):
         yield (
-            f"the lane has no memory section (weights_per_rank_gib, graph_reserve_gib, kv_bytes_per_token), so the KV "
-            f"budget is not checked before boot; a too-small budget would surface only after the weights load."
+            "the lane has no memory section (weights_per_rank_gib, graph_reserve_gib, kv_bytes_per_token), so the KV "
+            "budget is not checked before boot; a too-small budget would surface only after the weights load."
         )
     elif _args(ctx).get(flag) is None:
         yield f"{flag} is not set, so the engine picks the memory fraction itself and the KV budget is not checked."
