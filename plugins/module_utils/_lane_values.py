@@ -165,6 +165,10 @@ def check_engine_settings(layers, lane: dict, fail) -> None:
         if _norm_flag(flag).endswith("-port"):
             _check_number(layers, fail, path, value, (True, 1, 65535, "a port number from 1 to 65535"))
             ports[f"serve.args.{flag}"] = int(_number(value, True))
+    for index, word in enumerate(serve.get("entrypoint") or []):
+        if not word.strip() or CONTROL_RE.search(word):
+            raise fail(layers, ("serve", "entrypoint"), f"a list whose item {index} is {word!r}",
+                       "non-empty single-line words (the program and its subcommand, e.g. [vllm, serve])")
     seen: dict = {}
     for key, port in ports.items():
         if port in seen:
