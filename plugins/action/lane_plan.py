@@ -10,7 +10,6 @@ variable precedence never lets one replace the other: lanes deep-merge the two.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import yaml
@@ -22,9 +21,10 @@ from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import find_spec_dir, plan_lane, reports_root, table
+from ansible_collections.lanekit.serving.plugins.module_utils._plan import (
+    find_spec_dir, plan_lane, reports_root, table, write_plan_file,
+)
 
 display = Display()
 
@@ -63,6 +63,8 @@ class ActionModule(ActionBase):
         for unknown in findings["unknown_skips"]:
             display.warning(f"lint_skip names {unknown!r}, which is not a lint rule; known rules: "
                             + ", ".join(r.rule_id for r in _lint.RULES))
+        for fixed in findings.get("unskippable", []):
+            display.warning(f"lint_skip names {fixed!r}, which cannot be skipped: deploy would refuse what it finds.")
         for warning in findings["warnings"]:
             display.warning(f"[{warning['id']}] {warning['message']}")
         if findings["errors"]:
@@ -81,7 +83,10 @@ class ActionModule(ActionBase):
         if not plan_file and args["write_plan"] and plan.get("reports_dir"):
             plan_file = os.path.join(plan["reports_dir"], "plan.json")
         if plan_file and not self._task.check_mode:
-            result["changed"] = _write_if_changed(plan_file, plan)
+            try:
+                result["changed"] = write_plan_file(plan_file, plan)
+            except LanekitError as err:
+                raise AnsibleActionFail(str(err)) from None
         result["plan_file"] = plan_file
         return result
 
@@ -180,13 +185,3 @@ def refuse_cli_inventory_layer(cli_texts: list[str]) -> None:
                 f"layering over them; pass the command-line layer as -e {CLI_LAYER}='{{...}}' instead."
             )
 
-
-def _write_if_changed(path, plan):
-    """Write the plan JSON atomically; return True only when the content changed."""
-    content = json.dumps(plan, indent=2, sort_keys=True) + "\n"
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as handle:
-            if handle.read() == content:
-                return False
-    atomic_write(path, content)
-    return True

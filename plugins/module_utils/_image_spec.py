@@ -18,9 +18,16 @@ import re
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 try:
-    import yaml
-except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, load_file, plain, yaml
+except ImportError:  # pragma: no cover - a host without the collection's loader gets parsed data
     yaml = None
+    load_file = None
+
+    def describe(value) -> str:
+        return repr(value)
+
+    def plain(value):
+        return value
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 DIGEST_PREFIX_RE = re.compile(r"^(sha256:)?[0-9a-f]{4,63}…?$")
@@ -34,6 +41,7 @@ LABEL_PREFIX = "io.lanekit"
 IMAGE_REPOSITORY_PREFIX = "lanekit/"
 PATCH_DIR_IN_IMAGE = "/opt/lanekit/patches"
 
+_KIND_WORDS = {str: "text", dict: "a mapping", list: "a list"}
 _SPEC_KEYS = {
     "name": str,
     "description": str,
@@ -71,17 +79,15 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
             f"(known images: {', '.join(known) or 'none'})."
         )
     if data is not None:
-        spec = data
+        spec = plain(data)
     elif yaml is None:
         raise LanekitError(f"{path} cannot be read here: PyYAML is not installed; pass the parsed spec instead.")
     else:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                spec = yaml.safe_load(handle)
-        except yaml.YAMLError as exc:
-            raise LanekitError(f"{path} is not valid YAML: {exc}") from None
+        spec = load_file(path)
+    if spec is None:
+        raise LanekitError(f"{path} is empty; an image spec is a mapping with name, upstream and entrypoint.")
     if not isinstance(spec, dict):
-        raise LanekitError(f"{path} must be a mapping of image settings, found {type(spec).__name__}.")
+        raise LanekitError(f"{path} must be a mapping of image settings, found {describe(spec)}.")
     for key, value in spec.items():
         if key not in _SPEC_KEYS:
             raise LanekitError(
@@ -89,7 +95,7 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
             )
         if not isinstance(value, _SPEC_KEYS[key]):
             raise LanekitError(
-                f"{_where(path, key)} must be a {_SPEC_KEYS[key].__name__}, found {type(value).__name__} {value!r}."
+                f"{_where(path, key)} must be {_KIND_WORDS[_SPEC_KEYS[key]]}, found {describe(value)}."
             )
     if spec.get("name") != name:
         raise LanekitError(f"{_where(path, 'name')} is {spec.get('name')!r}; it must equal the directory name '{name}'.")
@@ -99,9 +105,19 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
             raise LanekitError(f"{_where(path, 'upstream.' + key)} is missing; expected the upstream image's {key}.")
     if not isinstance(upstream["digests"], dict):
         raise LanekitError(f"{_where(path, 'upstream.digests')} must map an architecture (arm64, amd64) to a digest.")
-    for arch in upstream["digests"]:
+    for key in ("repository", "tag"):
+        if not isinstance(upstream[key], str) or not upstream[key] or any(c.isspace() for c in upstream[key]):
+            raise LanekitError(f"{_where(path, 'upstream.' + key)} is {describe(upstream[key])}; expected the "
+                               f"upstream image's {key} as text without spaces.")
+    for arch, digest in upstream["digests"].items():
         if arch not in ARCHES:
             raise LanekitError(f"{_where(path, 'upstream.digests.' + str(arch))}: unknown architecture; use one of {', '.join(ARCHES)}.")
+        if digest is not None and not isinstance(digest, str):
+            raise LanekitError(f"{_where(path, 'upstream.digests.' + arch)} is {describe(digest)}; expected the "
+                               f"digest as text ('sha256:' and 64 hex characters, quoted).")
+    for key in ("lanes",):
+        if not all(isinstance(item, str) for item in spec.get(key) or []):
+            raise LanekitError(f"{_where(path, key)} must be a list of lane names (text).")
     entrypoint = spec.get("entrypoint")
     if not entrypoint or not all(isinstance(part, str) and part for part in entrypoint):
         raise LanekitError(
@@ -237,7 +253,12 @@ def resolve_image(spec: dict, arch: str, digest_overrides: dict | None = None) -
     overrides = (digest_overrides or {}).get(spec["name"]) or {}
     if overrides and not isinstance(overrides, dict):
         raise LanekitError(
-            f"lanekit_image_digests['{spec['name']}'] must map an architecture to a digest, found {overrides!r}."
+            f"lanekit_image_digests['{spec['name']}'] must map an architecture to a digest, found {describe(overrides)}."
+        )
+    if overrides.get(arch) is not None and not isinstance(overrides.get(arch), str):
+        raise LanekitError(
+            f"lanekit_image_digests['{spec['name']}']['{arch}'] is {describe(overrides[arch])}; expected the digest as "
+            f"text ('sha256:' and 64 hex characters, quoted)."
         )
     digest = overrides.get(arch) or spec["upstream"]["digests"].get(arch)
     problem = pin_problem(spec, arch, digest, from_override=bool(overrides.get(arch)))

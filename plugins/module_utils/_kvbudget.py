@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 
 GIB = 1 << 30
+# Keys of ``assess`` that only feed ``explain``'s advice (the published plan leaves them out).
+ADVICE_KEYS = ("most_fraction", "max_tokens_at_most", "possible")
 
 
 def kv_budget_gib(fraction: float, device_memory_gib: float, weights_gib: float, graph_reserve_gib: float) -> float:
@@ -62,6 +64,9 @@ def assess(fraction: float, max_model_len: int, kv_bytes_per_token: int, device_
     need = request_gib(max_model_len, kv_bytes_per_token)
     claim = fraction * device_memory_gib
     ceiling = ceiling_fraction(admission_free_gib, device_memory_gib) if admission_free_gib else None
+    # The most any setting can claim: the admission ceiling (rounded down as advised), else all of it.
+    most = min(1.0, math.floor(ceiling * 100) / 100) if ceiling is not None else 1.0
+    smallest = smallest_fraction(max_model_len, kv_bytes_per_token, device_memory_gib, weights_gib, graph_reserve_gib)
     return {
         "fraction": fraction,
         "device_memory_gib": round(device_memory_gib, 3),
@@ -73,8 +78,12 @@ def assess(fraction: float, max_model_len: int, kv_bytes_per_token: int, device_
         "max_model_len": max_model_len,
         "request_gib": round(need, 2),
         "fits": tokens >= max_model_len,
-        "smallest_fraction": smallest_fraction(max_model_len, kv_bytes_per_token, device_memory_gib,
-                                               weights_gib, graph_reserve_gib),
+        "smallest_fraction": smallest,
+        "most_fraction": most,
+        "max_tokens_at_most": max_tokens(kv_budget_gib(most, device_memory_gib, weights_gib, graph_reserve_gib),
+                                         kv_bytes_per_token, block_tokens),
+        # False when no fraction the device admits holds one request of the maximum length.
+        "possible": smallest <= most,
         "admission_free_gib": admission_free_gib,
         "ceiling_fraction": None if ceiling is None else round(ceiling, 4),
         "admitted": True if ceiling is None else claim <= admission_free_gib,
@@ -95,11 +104,27 @@ def explain(result: dict, flag: str) -> str:
         f"; the device admits at most {math.floor(ceiling * 100) / 100:.2f} "
         f"({result['admission_free_gib']} GiB free at startup)" if ceiling else ""
     )
+    if not result.get("possible", True):
+        most, room = result["most_fraction"], result["max_tokens_at_most"]
+        if room <= 0:
+            return (
+                f"{head}. No {flag} can work: even at {most:.2f} (the most the device admits) the weights and the "
+                f"graph reserve alone fill the claim, leaving no KV cache. Spread the model over more ranks (a larger "
+                f"tensor_parallel on more nodes), use a smaller checkpoint, or correct memory.weights_per_rank_gib / "
+                f"memory.graph_reserve_gib if they are overstated."
+            )
+        return (
+            f"{head}. No {flag} can hold one such request: even at {most:.2f} (the most the device admits) the "
+            f"budget holds {room:,} tokens. Lower the maximum model length to at most {room:,} and set {flag} to "
+            f"{most:.2f}, or spread the model over more ranks to free memory for KV cache."
+        )
     if not result["fits"]:
+        shorter = (f", or lower the maximum model length to {result['max_tokens']:,}"
+                   if result["max_tokens"] > 0 else "")
         return (
             f"{head}. The engine would refuse after loading the weights ('estimated maximum model length is "
-            f"{result['max_tokens']}'). Set {flag} to at least {result['smallest_fraction']:.2f}{ceiling_text}, "
-            f"or lower the maximum model length to {result['max_tokens']:,}."
+            f"{result['max_tokens']}'). Set {flag} to at least {result['smallest_fraction']:.2f}{ceiling_text}"
+            f"{shorter}."
         )
     return (
         f"{flag} {result['fraction']} claims {result['claim_gib']:.2f} GiB, more than the "

@@ -17,22 +17,25 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
-
-try:
-    import yaml
-except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
-    yaml = None
+from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import (  # noqa: F401 - re-exported
+    check_engine_settings, check_model_dir, flag_number, json_problem, plan_owned_flag,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, load_file, load_text, plain
 
 LANE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 FLAG_RE = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
+# A served model name travels in HTTP requests and argv: no whitespace or control characters.
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
+IMAGE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # a directory under images/
 ENGINES = tuple(_engines.ENGINES)
 
 
@@ -40,20 +43,20 @@ ENGINES = tuple(_engines.ENGINES)
 # A tiny declarative schema: ("type", required, extra). Types: str, int, num, bool, list,
 # map, enum, args, env, revision, strlist. Nested mappings are dicts of the same.
 
-def _f(kind, required=False, extra=None, default=None):
-    return {"kind": kind, "required": required, "extra": extra, "default": default}
+def _f(kind, required=False, extra=None, default=None, minimum=None):
+    return {"kind": kind, "required": required, "extra": extra, "default": default, "min": minimum}
 
 
 SCHEMA = {
     "lane": _f("str", True),
     "description": _f("str"),
     "engine": _f("enum", True, ENGINES),
-    "image": _f("str", True),
+    "image": _f("image", True),
     "hardware": _f("enum", True, tuple(PROFILES)),
     "model": _f("map", True, {
         "id": _f("str", True),
         "revision": _f("revision"),
-        "served_name": _f("str", True),
+        "served_name": _f("name", True),
         "dir": _f("str"),
         "layout": _f("enum", False, ("mistral_consolidated", "hf"), "hf"),
         "size_gib": _f("num"),
@@ -70,16 +73,16 @@ SCHEMA = {
         }),
     }),
     "topology": _f("map", True, {
-        "nodes": _f("int", True),
-        "gpus_per_node": _f("int", True),
-        "tensor_parallel": _f("int", True),
-        "pipeline_parallel": _f("int", False, None, 1),
-        "data_parallel": _f("int", False, None, 1),
+        "nodes": _f("int", True, minimum=1),
+        "gpus_per_node": _f("int", True, minimum=1),
+        "tensor_parallel": _f("int", True, minimum=1),
+        "pipeline_parallel": _f("int", False, None, 1, minimum=1),
+        "data_parallel": _f("int", False, None, 1, minimum=1),
     }),
     "serve": _f("map", True, {
         "entrypoint": _f("strlist"),
-        "port": _f("int", True),
-        "rendezvous_port": _f("int", True),
+        "port": _f("port", True),
+        "rendezvous_port": _f("port", True),
         "args": _f("args"),
         "env": _f("env"),
         "docker_args": _f("strlist"),
@@ -87,16 +90,16 @@ SCHEMA = {
     "memory": _f("map", False, {
         "weights_per_rank_gib": _f("num", True),
         "graph_reserve_gib": _f("num", True),
-        "kv_bytes_per_token": _f("int", True),
-        "kv_block_tokens": _f("int", False, None, 64),
+        "kv_bytes_per_token": _f("int", True, minimum=1),
+        "kv_block_tokens": _f("int", False, None, 64, minimum=1),
         "headroom_gib": _f("num", False, None, 2.0),
     }),
     "boot": _f("map", True, {
-        "budget_s": _f("int", True),
+        "budget_s": _f("int", True, minimum=1),
         "expected_load_s": _f("int", True),
         "expected_warmup_s": _f("int", True),
-        "stall_s": _f("int", False, None, 900),
-        "poll_s": _f("int", False, None, 15),
+        "stall_s": _f("int", False, None, 900, minimum=1),
+        "poll_s": _f("int", False, None, 15, minimum=1),
         "stability_s": _f("int", False, None, 30),
     }),
     "cache": _f("map", False, {
@@ -111,23 +114,13 @@ _TYPE_WORDS = {
     "str": "a string", "int": "a whole number", "num": "a number", "bool": "true or false",
     "list": "a list", "strlist": "a list of strings", "map": "a mapping", "args": "a mapping of flag to value",
     "env": "a mapping of variable name to value", "revision": "a 40-character hex commit id",
+    "port": "a port number from 1 to 65535",
+    "image": "the name of a directory under images/ (lower-case letters, digits, '.', '_', '-')",
+    "name": "a name without spaces (letters, digits and . _ : / @ + -)",
 }
 
 
-def _describe(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a boolean)"
-    if isinstance(value, (int, float)):
-        return f"{value!r} (a number)"
-    if isinstance(value, str):
-        return f"{value!r} (a string)"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
+_describe = describe
 
 
 # --- layering -----------------------------------------------------------------------------
@@ -144,22 +137,41 @@ def deep_merge(base, override):
 
 def parse_overrides(value, source: str, variable: str = "lane_overrides") -> dict:
     """An override layer (``variable``) may arrive as a mapping or, from ``-e key=value``, as a JSON/YAML string."""
+    # Ansible hands over its own tagged subclasses of dict/str/list; validate plain data only.
+    value = plain(value)
     if value in (None, "", {}):
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json.loads(value, object_pairs_hook=_json_pairs(source, variable))
         except ValueError:
             try:
-                value = yaml.safe_load(value)
-            except yaml.YAMLError as exc:
+                value = load_text(value, f"{source}: {variable}")
+            except LanekitError as err:
                 raise LanekitError(
-                    f"{source}: {variable} is not valid JSON or YAML ({exc}); pass a mapping such as "
+                    f"{err.message.rstrip('.').replace(' is not valid YAML', ' is not valid JSON or YAML')}; "
+                    "pass a mapping such as "
                     "'{\"serve\": {\"args\": {\"--gpu-memory-utilization\": 0.89}}}'."
                 ) from None
     if not isinstance(value, dict):
         raise LanekitError(f"{source}: {variable} is {_describe(value)}; expected a mapping of lane keys to override.")
     return value
+
+
+class _DuplicateKey(LanekitError):
+    pass
+
+
+def _json_pairs(source: str, variable: str):
+    def hook(pairs):
+        seen = set()
+        for key, _value in pairs:
+            if key in seen:
+                # Not a ValueError subclass, so the YAML fallback is not tried on a duplicate.
+                raise _DuplicateKey(f"{source}: {variable} sets the key {key!r} twice in one mapping; remove one.")
+            seen.add(key)
+        return dict(pairs)
+    return hook
 
 
 class Layers:
@@ -171,6 +183,16 @@ class Layers:
         for _name, layer in self.layers:
             merged = deep_merge(merged, layer)
         self.merged = merged
+
+    def set_to_null_by(self, path: tuple) -> str | None:
+        """The last layer that sets ``path`` to null explicitly, if the merged value is null."""
+        for name, layer in reversed(self.layers):
+            node = layer
+            for part in path[:-1]:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and path[-1] in node:
+                return name if node[path[-1]] is None else None
+        return None
 
     def source_of(self, path: tuple) -> str:
         for name, layer in reversed(self.layers):
@@ -202,10 +224,20 @@ def _check_value(layers: Layers, path: tuple, field: dict, value):
     kind = field["kind"]
     if kind == "str":
         ok = isinstance(value, str) and value != ""
+    elif kind == "name":
+        ok = isinstance(value, str) and SERVED_NAME_RE.match(value) is not None
+    elif kind == "image":
+        ok = isinstance(value, str) and IMAGE_NAME_RE.match(value) is not None
+    elif kind == "port":
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
     elif kind == "int":
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= (field.get("min") or 0)
+        if not ok and isinstance(value, int) and not isinstance(value, bool):
+            raise _fail(layers, path, _describe(value), f"a whole number of at least {field.get('min') or 0}")
     elif kind == "num":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+        if not ok and isinstance(value, float) and not isinstance(value, bool):
+            raise _fail(layers, path, _describe(value), "a finite number of at least 0")
     elif kind == "bool":
         ok = isinstance(value, bool)
     elif kind == "strlist":
@@ -246,13 +278,21 @@ def _check_map(layers: Layers, path: tuple, schema: dict, data: dict):
                         "Check the spelling, or move engine flags under serve.args.")
     for key, field in schema.items():
         if key not in data or data[key] is None:
+            nulled = layers.set_to_null_by(path + (key,)) if key in data else None
+            if field["required"] and nulled:
+                raise LanekitError(
+                    f"{nulled}: key '{'.'.join(map(str, path + (key,)))}' is set to null, which removes a required "
+                    f"setting; expected {_TYPE_WORDS.get(field['kind'], field['kind'])}. Give a value or drop the key "
+                    f"from that layer."
+                )
             if field["required"]:
                 raise LanekitError(
                     f"{layers.layers[0][0]}: key '{'.'.join(map(str, path + (key,)))}' is missing; "
                     f"expected {_TYPE_WORDS.get(field['kind'], field['kind'])}"
                     + (" (one of " + ", ".join(field["extra"]) + ")" if field["kind"] == "enum" else "") + "."
                 )
-            if field["default"] is not None and key not in data:
+            if field["default"] is not None:
+                # A null from any layer resets an optional setting to its default.
                 data[key] = copy.deepcopy(field["default"])
             continue
         _check_value(layers, path + (key,), field, data[key])
@@ -272,6 +312,10 @@ def _check_args(layers: Layers, path: tuple, args):
                 raise _fail(layers, path + (flag,), _describe(value), "a list of plain values")
         elif not (value is None or isinstance(value, (bool, int, float, str, dict))):
             raise _fail(layers, path + (flag,), _describe(value), "true, false, null, a value or a mapping")
+        problem = json_problem(value) if isinstance(value, (dict, list)) else None
+        if problem:
+            raise _fail(layers, path + (flag,), problem, "plain values only (text, finite numbers, true/false, lists "
+                        "and mappings with text keys)", "The value is rendered as one argument (JSON for a mapping).")
 
 
 def _check_env(layers: Layers, path: tuple, env):
@@ -294,8 +338,9 @@ def validate(layers: Layers, lane_name: str) -> dict:
     _check_map(layers, (), SCHEMA, lane)
     if lane["lane"] != lane_name:
         raise _fail(layers, ("lane",), _describe(lane["lane"]), f"'{lane_name}' (the file name without .yml)")
-    lane["model"].setdefault("dir", lane["model"]["id"])
-    lane["model"].setdefault("source", {"kind": "hf"})
+    check_model_dir(layers, lane["model"], _fail)
+    if not lane["model"].get("source"):
+        lane["model"]["source"] = {"kind": "hf"}
     if lane["model"]["source"]["kind"] == "local" and not lane["model"]["source"].get("path"):
         raise _fail(layers, ("model", "source", "path"), "missing", "the directory holding the checkpoint when source.kind is local")
     lane["serve"].setdefault("args", {})
@@ -303,7 +348,9 @@ def validate(layers: Layers, lane_name: str) -> dict:
     lane["serve"].setdefault("docker_args", [])
     lane["serve"]["args"] = lane["serve"]["args"] or {}
     lane["serve"]["env"] = lane["serve"]["env"] or {}
-    lane.setdefault("cache", {"warm": True, "headroom_gib": 4.0})
+    if not lane.get("cache"):
+        lane["cache"] = {"warm": True, "headroom_gib": 4.0}
+    check_engine_settings(layers, lane, _fail)
     topo = lane["topology"]
     for key in ("nodes", "gpus_per_node", "tensor_parallel"):
         if topo[key] < 1:
@@ -327,27 +374,29 @@ def read_lane_file(lanes_dir: str, lane_name) -> tuple[str, dict]:
     if not os.path.isfile(path):
         known = sorted(f[:-4] for f in os.listdir(lanes_dir) if f.endswith(".yml")) if os.path.isdir(lanes_dir) else []
         raise LanekitError(f"{path} does not exist; known lanes: {', '.join(known) or 'none'}.")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise LanekitError(f"{path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}.") from None
+    data = load_file(path)
+    if data is None:
+        raise LanekitError(f"{path} is empty; a lane file is a mapping of lane settings (lane, engine, image, ...).")
     if not isinstance(data, dict):
         raise LanekitError(f"{path} must be a mapping of lane settings, found {_describe(data)}.")
     return path, data
 
 
-def load_lane(lanes_dir: str, lane_name: str, overrides: list[tuple[str, object]] | None = None) -> dict:
-    """Load, layer and validate one lane. ``overrides`` is [(source name, mapping or string)]."""
-    path, data = read_lane_file(lanes_dir, lane_name)
-    parsed = [(name, parse_overrides(value, name)) for name, value in (overrides or [])]
+def load_lane(lanes_dir: str, lane_name: str, overrides: list[tuple[str, object]] | None = None,
+              lane_file: tuple[str, dict] | None = None) -> dict:
+    """Load, layer and validate one lane. ``overrides`` is [(source name, mapping or string)];
+    ``lane_file`` is read_lane_file's (path, data) when the caller already read it (one read per plan)."""
+    path, data = lane_file or read_lane_file(lanes_dir, lane_name)
+    parsed = [(name, parse_overrides(value, name, _layer_variable(name))) for name, value in (overrides or [])]
     layers = Layers(path, data, parsed)
     lane = validate(layers, lane_name)
     lane["_source"] = path
     lane["_layers"] = [name for name, _layer in layers.layers]
     return lane
+
+
+def _layer_variable(source: str) -> str:
+    return "lane_cli_overrides" if source.startswith("lane_cli_overrides") else "lane_overrides"
 
 
 def render_flag_value(value) -> list[str]:

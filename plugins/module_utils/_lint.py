@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import sm_major
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, timeout_value
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, flag_number, timeout_value
 
 ERROR = "error"
 WARNING = "warning"
@@ -43,11 +43,13 @@ class Finding:
 RULES: list = []
 
 
-def rule(rule_id: str, severity: str, summary: str):
+def rule(rule_id: str, severity: str, summary: str, skippable: bool = True):
     def register(func):
         func.rule_id = rule_id
         func.severity = severity
         func.summary = summary
+        # A rule that states what deploy refuses cannot be skipped: plan and deploy must agree.
+        func.skippable = skippable
         RULES.append(func)
         return func
     return register
@@ -67,13 +69,6 @@ def _engine(ctx: LintContext) -> _engines.Engine:
 
 def _is_sm12x(ctx: LintContext) -> bool:
     return sm_major(ctx.profile) == 12
-
-
-def _num(value):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 # --- the rules ----------------------------------------------------------------------------
@@ -106,6 +101,19 @@ def no_rm(ctx):
             "serve.docker_args contains --rm: a rank that dies would take its logs with it (boot 2 of the report "
             "lost the head's logs this way). Remove --rm; teardown-lane.yml archives logs and removes containers "
             "when asked."
+        )
+
+
+@rule("docker-args-unsupported", ERROR, "deploy can apply every docker argument the plan prints", skippable=False)
+def docker_args_unsupported(ctx):
+    extra = [str(a) for a in ctx.lane["serve"].get("docker_args") or []]
+    if extra:
+        yield (
+            f"serve.docker_args is {' '.join(extra)!r}: the plan would print them in docker_argv, but the ranks role "
+            f"starts containers through community.docker.docker_container, which cannot pass raw docker arguments, "
+            f"so deploy would refuse the lane. Remove serve.docker_args; devices, capabilities, ulimits, shm size "
+            f"and mounts come from the inventory (lanekit_rank_devices, lanekit_rank_cap_add, lanekit_rank_ulimits, "
+            f"lanekit_rank_shm_size)."
         )
 
 
@@ -349,6 +357,11 @@ def kv_budget_unchecked(ctx):
         )
     elif _args(ctx).get(flag) is None:
         yield f"{flag} is not set, so the engine picks the memory fraction itself and the KV budget is not checked."
+    elif _args(ctx).get(_engine(ctx).max_len_flag) is None:
+        yield (
+            f"{_engine(ctx).max_len_flag} is not set, so the engine derives the maximum model length from the "
+            f"checkpoint and the KV budget is not checked; set it to check that one request of that length fits."
+        )
 
 
 def kv_assessment(lane: dict, profile: dict) -> dict | None:
@@ -356,8 +369,8 @@ def kv_assessment(lane: dict, profile: dict) -> dict | None:
     memory = lane.get("memory")
     args = {k: v for k, v in lane["serve"]["args"].items() if v is not None}
     engine = _engines.get(lane["engine"])
-    fraction = _num(args.get(engine.memory_fraction_flag))
-    max_len = _num(args.get(engine.max_len_flag))
+    fraction = flag_number(args.get(engine.memory_fraction_flag))
+    max_len = flag_number(args.get(engine.max_len_flag), integer=True)
     if not memory or fraction is None or max_len is None:
         return None
     return _kvbudget.assess(
@@ -376,10 +389,11 @@ def run(ctx: LintContext, skip: list[str] | None = None) -> dict:
     """Run every rule; return {'errors', 'warnings', 'skipped'} as lists of dicts."""
     skip = [s.strip() for s in (skip or []) if s and s.strip()]
     known = {r.rule_id for r in RULES}
+    fixed = {r.rule_id for r in RULES if not r.skippable}
     unknown = [s for s in skip if s not in known]
     errors, warnings = [], []
     for func in RULES:
-        if func.rule_id in skip:
+        if func.rule_id in skip and func.skippable:
             continue
         severity = func.severity
         if func.rule_id == "image-pin" and ctx.purpose == "plan":
@@ -388,4 +402,5 @@ def run(ctx: LintContext, skip: list[str] | None = None) -> dict:
         for message in func(ctx):
             finding = Finding(func.rule_id, severity, message).as_dict()
             (errors if severity == ERROR else warnings).append(finding)
-    return {"errors": errors, "warnings": warnings, "skipped": [s for s in skip if s in known], "unknown_skips": unknown}
+    return {"errors": errors, "warnings": warnings, "skipped": [s for s in skip if s in known and s not in fixed],
+            "unknown_skips": unknown, "unskippable": [s for s in skip if s in fixed]}

@@ -10,21 +10,21 @@ argv (its node rank); replaying one rank's command on every node hangs the rende
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import posixpath
+import re
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _lint
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
-    effective_args,
-    effective_env,
-    load_lane,
-    render_args,
-    timeout_value,
+    effective_args, effective_env, load_lane, plan_owned_flag, read_lane_file, render_args, timeout_value,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, plain
 
 CONTAINER_PREFIX = "lanekit-"
 LABEL = "io.lanekit"
@@ -32,12 +32,13 @@ LABEL = "io.lanekit"
 
 def check_plan_owned(lane: dict) -> None:
     """Refuse a lane that sets a flag the plan renders itself (the engine record lists them)."""
-    owned = _engines.get(lane["engine"]).plan_owned
-    for flag in lane["serve"]["args"]:
-        if flag in owned and lane["serve"]["args"][flag] not in (None, False):
+    engine = _engines.get(lane["engine"])
+    for flag, value in lane["serve"]["args"].items():
+        owned = plan_owned_flag(engine, flag)
+        if owned and value not in (None, False):
             raise LanekitError(
-                f"{lane['_source']}: key 'serve.args.{flag}' is set, but the plan renders {flag} from {owned[flag]}; "
-                f"remove it from serve.args (or set it to null in an override layer)."
+                f"{lane['_source']}: key 'serve.args.{flag}' is set, but the plan renders {owned} from "
+                f"{engine.plan_owned[owned]}; remove it from serve.args (or set it to null in an override layer)."
             )
 
 
@@ -352,6 +353,99 @@ def _quote(arg: str) -> str:
     return arg if safe and arg else "'" + arg.replace("'", "'\"'\"'") + "'"
 
 
+_HOST_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+
+
+def check_hosts(hosts: list[dict]) -> None:
+    """The inventory's lane_nodes: names without spaces, whole-number node ranks, an IP address per host."""
+    for host in hosts:
+        name = host["name"]
+        if not isinstance(name, str) or not _HOST_NAME_RE.match(name):
+            raise LanekitError(
+                f"inventory host {name!r} (group lane_nodes) is not a host name: use letters, digits, '.', '-' and '_' "
+                f"without spaces."
+            )
+        rank = plain(host["vars"].get("node_rank"))
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+            raise LanekitError(
+                f"host {name}: node_rank is {describe(rank)}; node ranks must be whole numbers (integers, not "
+                f"strings) 0..{len(hosts) - 1}, one per host. Fix node_rank in the inventory's host_vars, or remove "
+                f"it to use the inventory order."
+            )
+        ip = plain(host["vars"].get("fabric_ip"))
+        if ip is None or ip == "":
+            continue  # the plan names the missing fabric_ip with its fix
+        try:
+            ipaddress.ip_address(str(ip).strip() if isinstance(ip, str) else ip)
+        except ValueError:
+            raise LanekitError(
+                f"host {name}: fabric_ip is {describe(ip)}, which is not an IP address; set it in the inventory's "
+                f"host_vars to the address of the host on the fabric (e.g. 10.100.0.11)."
+            ) from None
+        if not isinstance(ip, str) or ip != ip.strip():
+            raise LanekitError(f"host {name}: fabric_ip is {describe(ip)}; write the address as plain text such as "
+                               f"'10.100.0.11'.")
+
+
+_CLUSTER_VARIABLES = {
+    "weights_root": "lanekit_weights_root", "rank_gpus": "lanekit_rank_gpus", "rank_devices": "lanekit_rank_devices",
+    "rank_cap_add": "lanekit_rank_cap_add", "rank_ulimits": "lanekit_rank_ulimits",
+    "rank_shm_size": "lanekit_rank_shm_size", "head_host": "lanekit_head_host",
+}
+
+
+def check_cluster(cluster: dict) -> None:
+    """The inventory's rank settings have the shapes docker takes: text, or lists of text."""
+    for key in ("rank_devices", "rank_cap_add", "rank_ulimits"):
+        value = cluster[key]
+        if value in (None, ""):
+            cluster[key] = []
+        elif not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise LanekitError(
+                f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected a list of text entries "
+                f"(e.g. [/dev/infiniband]) in the inventory."
+            )
+    for key in ("weights_root", "rank_gpus", "rank_shm_size", "head_host"):
+        value = cluster[key]
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and key == "rank_gpus"):
+            continue
+        if not isinstance(value, str) or any(c.isspace() for c in value):
+            raise LanekitError(
+                f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected text without spaces in the inventory."
+            )
+
+
+def write_plan_file(path: str, plan: dict) -> bool:
+    """Write the plan JSON atomically; return True only when the content changed. Path problems are sentences."""
+    content = json.dumps(plan, indent=2, sort_keys=True) + "\n"
+    where = f"plan_file {path}"
+    if os.path.isdir(path):
+        raise LanekitError(f"{where} is a directory; give the path of a file, e.g. {os.path.join(path, 'plan.json')}.")
+    parent = os.path.dirname(os.path.abspath(path))
+    probe = parent
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if probe and not os.path.isdir(probe):
+        raise LanekitError(f"{where} cannot be written: {probe} is a file, not a directory.")
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if handle.read() == content:
+                    return False
+        except (OSError, UnicodeDecodeError):
+            pass  # rewritten below, or the write says why not
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise LanekitError(f"{where} cannot be written: its directory {parent} cannot be created "
+                           f"({exc.strerror or exc}).") from None
+    try:
+        atomic_write(path, content)
+    except OSError as exc:
+        raise LanekitError(f"{where} cannot be written in {parent}: {exc.strerror or exc}.") from None
+    return True
+
+
 def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict], lint_skip=None,
               purpose: str = "plan", reports_root: str | None = None) -> tuple[dict | None, dict]:
     """Lane file + layers + inventory -> (plan or None, lint findings).
@@ -362,8 +456,11 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     """
     if not hosts:
         raise LanekitError("the inventory group lane_nodes is empty; list the lane's GPU nodes there in rank order.")
-    lanes = {h["name"]: load_lane(lanes_dir, lane_name, h["layers"]) for h in hosts}
+    check_hosts(hosts)
+    lane_file = read_lane_file(lanes_dir, lane_name)
+    lanes = {h["name"]: load_lane(lanes_dir, lane_name, h["layers"], lane_file) for h in hosts}
     lane = lanes[hosts[0]["name"]]
+    engine = _engines.get(lane["engine"])
     for host in hosts[1:]:
         other = lanes[host["name"]]
         for key in ("engine", "image", "hardware", "model", "topology", "boot", "memory"):
@@ -372,20 +469,47 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
                     f"lane_overrides for host {host['name']} change '{key}', which must be the same on every rank "
                     f"(only serve.args and serve.env may differ per host); move that override to group_vars."
                 )
+        for key in ("port", "rendezvous_port", "entrypoint"):
+            if other["serve"].get(key) != lane["serve"].get(key):
+                raise LanekitError(
+                    f"lane_overrides for host {host['name']} change 'serve.{key}', which must be the same on every "
+                    f"rank (the plan and the health checks use one value); move that override to group_vars."
+                )
+        for flag in (engine.memory_fraction_flag, engine.max_len_flag):
+            if other["serve"]["args"].get(flag) != lane["serve"]["args"].get(flag):
+                raise LanekitError(
+                    f"lane_overrides for host {host['name']} change 'serve.args.{flag}' to "
+                    f"{describe(other['serve']['args'].get(flag))} while the head host has "
+                    f"{describe(lane['serve']['args'].get(flag))}: the ranks of one model must agree on it; move that "
+                    f"override to group_vars."
+                )
     head_vars = hosts[0]["vars"]
     profile = PROFILES[lane["hardware"]]
     arch = str(head_vars.get("lanekit_node_arch") or "arm64")
-    digests = head_vars.get("lanekit_image_digests") or {}
+    digests = plain(head_vars.get("lanekit_image_digests")) or {}
     if not isinstance(digests, dict):
         raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
     image = resolve_image(load_image_spec(images_dir, lane["image"]), arch, digests)
-    node_ranks = {h["name"]: h["vars"]["node_rank"] for h in hosts if h["vars"].get("node_rank") is not None}
+    node_ranks = {h["name"]: plain(h["vars"]["node_rank"]) for h in hosts if h["vars"].get("node_rank") is not None}
     ctx = _lint.LintContext(lane=lane, profile=profile, image=image, hosts=[h["name"] for h in hosts],
                             node_ranks=node_ranks, purpose=purpose)
     findings = _lint.run(ctx, lint_skip or [])
+    # Every rank's effective lane goes through the same rules: a host-level override can break one rank only.
+    checked = [lane]
+    for host in hosts[1:]:
+        other = lanes[host["name"]]
+        if any(other == seen for seen in checked):
+            continue
+        checked.append(other)
+        more = _lint.run(_lint.LintContext(lane=other, profile=profile, image=image, hosts=ctx.hosts,
+                                           node_ranks=node_ranks, purpose=purpose), lint_skip or [])
+        for kind in ("errors", "warnings"):
+            known = {item["message"] for item in findings[kind]}
+            findings[kind] += [dict(item, message=f"on host {host['name']} (its lane_overrides): {item['message']}")
+                               for item in more[kind] if item["message"] not in known]
     if findings["errors"]:
         return None, findings
-    cluster = {
+    cluster = plain({
         "weights_root": head_vars.get("lanekit_weights_root"),
         "rank_gpus": head_vars.get("lanekit_rank_gpus", "all"),
         "rank_devices": head_vars.get("lanekit_rank_devices", []),
@@ -393,17 +517,19 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),
         "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
         "head_host": head_vars.get("lanekit_head_host"),
-    }
+    })
+    check_cluster(cluster)
     host_specs = [{
         "name": h["name"],
         "fabric_ip": h["vars"].get("fabric_ip"),
         "fabric_ifname": h["vars"].get("fabric_ifname"),
         "ib_hca": h["vars"].get("ib_hca"),
         "ucx_net_devices": h["vars"].get("ucx_net_devices"),
-        "node_rank": h["vars"].get("node_rank"),
+        "node_rank": plain(h["vars"].get("node_rank")),
     } for h in hosts]
     plan = render(lane, profile, image, host_specs, cluster, lanes, reports_root)
-    plan["memory"] = _lint.kv_assessment(lane, profile)
+    memory = _lint.kv_assessment(lane, profile)
+    plan["memory"] = None if memory is None else {k: v for k, v in memory.items() if k not in _kvbudget.ADVICE_KEYS}
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
                                                         "device_memory_gib", "admission_free_gib", "unified_memory")}
     plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}

@@ -20,8 +20,21 @@ description:
     C(playbooks/) directory of a checkout, else (a playbook of an installed collection) C(reports/) in
     the current working directory.
   - Runs on the controller only (action plugin); no host is contacted.
-  - A bad lane file or a refused lane fails with sentences naming the file, the key, what was found and
-    the fix. Lint errors stop the plan; warnings are printed.
+  - A bad lane file or a refused lane fails with sentences naming the file (or the override layer, or the
+    inventory host), the key, what was found and the fix. Lint errors stop the plan; warnings are printed.
+  - Lane files, image specs and override text are read by one safe YAML loader, which refuses files that
+    are not UTF-8, duplicate keys in one mapping, alias bombs and self-referencing aliases, nesting deeper
+    than 64 levels and files over 1 MiB.
+  - Beyond the schema, a lane is refused when it sets a flag the plan renders (in any spelling, with
+    underscores, abbreviated, or as an item of another flag's value), a variable the plan sets on every
+    rank (the engine's host address variable, C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME), C(NCCL_IB_HCA),
+    C(UCX_NET_DEVICES), C(HF_HUB_OFFLINE)), a non-numeric value for a number the collection computes with
+    (memory fraction, maximum model length, batch limits, engine timeouts), colliding or out-of-range ports,
+    or a C(model.dir) that leaves the weights root.
+  - Every rank's effective lane (with its host's C(lane_overrides)) is validated and linted; the memory
+    fraction, maximum model length, ports and entrypoint must agree across ranks.
+  - The C(docker-args-unsupported) rule (C(serve.docker_args) is not applied by the ranks role) cannot be
+    skipped, so plan and deploy agree.
 options:
   lane:
     description: Name of the lane, a file C(lanes/<lane>.yml).
@@ -56,7 +69,10 @@ options:
     type: str
     default: lane_nodes
   plan_file:
-    description: Write the plan as JSON to this controller path (atomically; only when it changed).
+    description:
+      - Write the plan as JSON to this controller path (atomically; only when it changed).
+      - A path that is a directory, or whose directory is a file or cannot be created, fails with a sentence
+        naming the path and the reason.
     type: path
   write_plan:
     description: Without O(plan_file), write the plan JSON to C(<reports_dir>/plan.json) (the plan's C(reports_dir)).
@@ -104,7 +120,9 @@ table:
   returned: success
   type: str
 lint:
-  description: Lint findings, C(errors), C(warnings) and C(skipped) rule ids.
+  description:
+    - Lint findings, C(errors), C(warnings) and C(skipped) rule ids; C(unknown_skips) lists O(lint_skip)
+      entries that name no rule and C(unskippable) those naming a rule that cannot be skipped.
   returned: always
   type: dict
 plan_file:

@@ -30,6 +30,7 @@ BREAKERS = [
     ("explicit-entrypoint", VLLM, {"serve": {"entrypoint": []}}, ["--entrypoint mistralai/Mistral-Large-4-1T-A52B-NVFP4"]),
     ("explicit-entrypoint", VLLM, {"serve": {"entrypoint": ["mistralai/Mistral-Large-4-1T-A52B-NVFP4"]}}, ["model id"]),
     ("no-rm", VLLM, {"serve": {"docker_args": ["--rm"]}}, ["logs"]),
+    ("docker-args-unsupported", VLLM, {"serve": {"docker_args": ["--privileged"]}}, ["deploy would refuse"]),
     ("sm12x-dsa-attention", SGLANG, {"serve": {"args": {"--attention-backend": None}}}, ["trtllm fmha", "dsa"]),
     ("flashinfer-sparse-mla-glm-only", SGLANG, {"serve": {"args": {"--attention-backend": "flashinfer_sparse_mla"}}},
      ["GLM-DSA"]),
