@@ -23,7 +23,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import (
-    find_spec_dir, plan_lane, reports_root, table, write_plan_file,
+    find_spec_dir,
+    plan_lane,
+    reports_root,
+    table,
+    write_plan_file,
 )
 
 display = Display()
@@ -184,4 +188,3 @@ def refuse_cli_inventory_layer(cli_texts: list[str]) -> None:
                 f"lane_overrides was given with -e, where it would replace the inventory's lane_overrides instead of "
                 f"layering over them; pass the command-line layer as -e {CLI_LAYER}='{{...}}' instead."
             )
-

@@ -24,8 +24,10 @@ import re
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
-from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import (  # noqa: F401 - re-exported
-    check_engine_settings, check_model_dir, flag_number, json_problem, plan_owned_flag,
+from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import (
+    check_engine_settings,
+    check_model_dir,
+    json_problem,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, load_file, load_text, plain
 

@@ -120,14 +120,14 @@ def _check_number(layers, fail, path: tuple, value, rule) -> None:
     if bad:
         hint = " (a decimal point, not a comma)" if isinstance(value, str) and "," in value else ""
         raise fail(layers, path, describe(value), what + hint,
-                    "The collection checks this value before boot (KV budget, batch limits, timeouts); "
-                    "write it as a plain number.")
+                   "The collection checks this value before boot (KV budget, batch limits, timeouts); "
+                   "write it as a plain number.")
 
 
 def _check_text(layers, fail, path: tuple, value) -> None:
     if isinstance(value, str) and CONTROL_RE.search(value):
         raise fail(layers, path, f"{value!r}, which holds a control character (a newline or tab)",
-                    "a single-line value")
+                   "a single-line value")
 
 
 def check_engine_settings(layers, lane: dict, fail) -> None:
@@ -174,7 +174,7 @@ def check_engine_settings(layers, lane: dict, fail) -> None:
         if port in seen:
             path = tuple(key.split(".", 2))
             raise fail(layers, path, f"{port}, the same port as {seen[port]}", "a different port",
-                        "Every port a rank opens on its host must be distinct, or the second listener fails to bind.")
+                       "Every port a rank opens on its host must be distinct, or the second listener fails to bind.")
         seen[port] = key
     plan_env = dict(PLAN_ENV, **{engine.host_ip_env: "the inventory's fabric_ip"})
     for key, value in serve["env"].items():
@@ -183,8 +183,8 @@ def check_engine_settings(layers, lane: dict, fail) -> None:
             continue
         if key in plan_env:
             raise fail(layers, path, "set", "no value here",
-                        f"The plan sets {key} on every rank from {plan_env[key]} and would overwrite this value "
-                        f"silently; remove it (set it in the inventory instead).")
+                       f"The plan sets {key} on every rank from {plan_env[key]} and would overwrite this value "
+                       f"silently; remove it (set it in the inventory instead).")
         _check_text(layers, fail, path, value)
         if key in numeric:
             _check_number(layers, fail, path, value, numeric[key])
@@ -197,6 +197,6 @@ def check_model_dir(layers, model: dict, fail) -> None:
     norm = posixpath.normpath(raw)
     if raw.startswith("/") or norm in (".", "..") or norm.startswith("../") or CONTROL_RE.search(raw):
         raise fail(layers, ("model", key), describe(raw),
-                    "a relative path under lanekit_weights_root without '..' (e.g. mistralai/Model-Name)",
-                    "The weights path must stay under the NFS export every node mounts.")
+                   "a relative path under lanekit_weights_root without '..' (e.g. mistralai/Model-Name)",
+                   "The weights path must stay under the NFS export every node mounts.")
     model["dir"] = norm

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import sm_major
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, flag_number, timeout_value
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, timeout_value
+from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import flag_number
 
 ERROR = "error"
 WARNING = "warning"

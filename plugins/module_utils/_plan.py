@@ -18,12 +18,18 @@ import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
-    effective_args, effective_env, load_lane, plan_owned_flag, read_lane_file, render_args, timeout_value,
+    effective_args,
+    effective_env,
+    load_lane,
+    read_lane_file,
+    render_args,
+    timeout_value,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import plan_owned_flag
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, plain
 
 CONTAINER_PREFIX = "lanekit-"

@@ -216,4 +216,3 @@ def plain(value, _depth: int = 0):
     if isinstance(value, float):
         return float(value)
     return value
-

@@ -12,8 +12,7 @@ import yaml
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
-
-from foundation.helpers import IMAGES, REPO, spark8_hosts
+from tests.unit.helpers.plans import IMAGES, REPO, spark8_hosts
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "badinput")
 with open(os.path.join(FIXTURES, "index.yml"), encoding="utf-8") as _handle:

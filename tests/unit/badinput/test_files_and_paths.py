@@ -16,8 +16,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import write_plan_file
-
-from foundation.helpers import IMAGES, REPO
+from tests.unit.helpers.plans import IMAGES, REPO
 
 NAME = "mistral-large4-vllm"
 

@@ -6,8 +6,7 @@ import pytest
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
-
-from foundation.helpers import IMAGES, LANES, SGLANG, VLLM, plan, spark8_hosts
+from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, plan, spark8_hosts
 
 CLI = "lane_cli_overrides given with -e"
 
@@ -85,7 +84,8 @@ def test_ansible_tagged_values_are_validated_as_plain_data():
     from ansible._internal._datatag._tags import Origin
     tagged = Origin(path="/inv/group_vars/all.yml", line_num=3).tag({"serve": {"args": {"--max-num-seqs": "many"}}})
     layer = parse_overrides(tagged, "lane_overrides in the inventory (host spark-01)")
-    assert type(layer) is dict
+    # Exactly dict: Ansible's tagged mapping is a dict subclass, and must not reach the messages.
+    assert type(layer) is dict  # pylint: disable=unidiomatic-typecheck
     text = refusal(overrides=tagged)
     assert "_Ansible" not in text and "serve.args.--max-num-seqs" in text
 

@@ -12,8 +12,7 @@ import yaml
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
-
-from foundation.helpers import IMAGES, LANES, SGLANG, VLLM, spark8_hosts
+from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, spark8_hosts
 
 HOSTILE = [None, True, float("nan"), "a b\nc", ["--port", "1"], {"k": None}, datetime.date(2026, 10, 30)]
 HOST_VARIABLES = ["fabric_ip", "fabric_ifname", "ib_hca", "node_rank", "lanekit_weights_root", "lanekit_rank_gpus",
