@@ -52,3 +52,17 @@ def test_broken_lane_file_is_refused_with_one_sentence(case):
         assert fragment in messages[0], messages[0]
     for fragment in expect.get("not", []):
         assert fragment not in messages[0], messages[0]
+
+
+def test_a_lane_file_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    # Written here rather than kept as a fixture: every committed .yml must be UTF-8 (yamllint).
+    name = "mistral-large4-nvfp4-8x-vllm"
+    lines = open(os.path.join(REPO, "lanes", f"{name}.yml"), "rb").read().split(b"\n")
+    index = next(i for i, line in enumerate(lines) if line.strip().startswith(b"served_name:"))
+    lines[index] = lines[index].split(b":")[0] + b": mod\xe8le-8x"  # Latin-1
+    (tmp_path / f"{name}.yml").write_bytes(b"\n".join(lines))
+    with pytest.raises(LanekitError) as err:
+        plan_lane(str(tmp_path), IMAGES, name, spark8_hosts(), None, "deploy")
+    text = str(err.value)
+    assert f"{name}.yml" in text and "not UTF-8" in text and f"line {index + 1}" in text, text
+    assert "\n" not in text and "Traceback" not in text, text
