@@ -28,6 +28,7 @@ class LintContext:
     hosts: list = field(default_factory=list)
     node_ranks: dict = field(default_factory=dict)  # host -> explicit node_rank host var, if any
     purpose: str = "plan"  # plan | deploy
+    rank_container: dict = field(default_factory=dict)  # how ranks reach the GPUs (_hardware.rank_container)
 
 
 @dataclass
@@ -74,6 +75,10 @@ def _num(value):
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+# A lane note starting with this is a known failure and its fix: the plan shows it as a warning.
+TROUBLESHOOTING_PREFIX = "Troubleshooting: "
 
 
 # --- the rules ----------------------------------------------------------------------------
@@ -349,6 +354,35 @@ def kv_budget_unchecked(ctx):
         )
     elif _args(ctx).get(flag) is None:
         yield f"{flag} is not set, so the engine picks the memory fraction itself and the KV budget is not checked."
+
+
+@rule("rank-gpu-access", ERROR, "AMD rank containers get /dev/kfd, /dev/dri and the video group, no NVIDIA request")
+def rank_gpu_access(ctx):
+    access, profile = ctx.rank_container, ctx.profile
+    if not access:
+        return
+    devices = [str(d).split(":", 1)[0] for d in access.get("devices") or []]
+    if profile.get("vendor") == "amd":
+        if access.get("gpus"):
+            yield (
+                f"lanekit_rank_gpus is {access['gpus']!r} on {profile['display_name']}: that asks docker for NVIDIA "
+                f"GPUs (--gpus, an nvidia device request), which an AMD node cannot grant. Set lanekit_rank_gpus: ''.")
+        missing = [d for d in ("/dev/kfd", "/dev/dri") if d not in devices]
+        if missing:
+            yield (
+                f"lanekit_rank_devices lacks {', '.join(missing)}: ROCm ranks on {profile['display_name']} see no GPU "
+                f"without /dev/kfd and /dev/dri. Add them to lanekit_rank_devices.")
+        if "video" not in [str(g) for g in access.get("group_add") or []]:
+            yield (
+                f"lanekit_rank_group_add lacks video: on {profile['display_name']} the GPU device files belong to the "
+                f"video group, so the rank could not open them. Add video to lanekit_rank_group_add.")
+
+
+@rule("recipe-troubleshooting", WARNING, "the recipe's known failures and their fixes, shown with the plan")
+def recipe_troubleshooting(ctx):
+    for note in ctx.lane.get("notes") or []:
+        if note.startswith(TROUBLESHOOTING_PREFIX):
+            yield f"if you meet {note[len(TROUBLESHOOTING_PREFIX):]}"
 
 
 def kv_assessment(lane: dict, profile: dict) -> dict | None:

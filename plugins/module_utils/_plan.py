@@ -16,7 +16,7 @@ import posixpath
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, rank_container
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     effective_args,
@@ -113,6 +113,10 @@ def docker_run_argv(spec: dict) -> list[str]:
         argv += ["--gpus", spec["gpus"]]
     for device in spec["devices"]:
         argv += ["--device", device]
+    for group in spec.get("group_add") or []:
+        argv += ["--group-add", str(group)]
+    for option in spec.get("security_opt") or []:
+        argv += ["--security-opt", str(option)]
     for cap in spec["cap_add"]:
         argv += ["--cap-add", cap]
     for ulimit in spec["ulimits"]:
@@ -172,6 +176,11 @@ def container_options(spec: dict) -> dict:
     }
     if spec["shm_size"]:
         options["shm_size"] = spec["shm_size"]
+    # AMD ranks join the video group (ROCm's device permissions); set only when used, so NVIDIA plans are unchanged.
+    if spec.get("group_add"):
+        options["groups"] = [str(g) for g in spec["group_add"]]
+    if spec.get("security_opt"):
+        options["security_opts"] = [str(o) for o in spec["security_opt"]]
     requests = device_requests(spec["gpus"])
     if requests:
         options["device_requests"] = requests
@@ -219,6 +228,9 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
         env.update(effective_env(rlane))
         env.update(_fabric_env(engine, host))
+        if cluster.get("rank_visible_devices") not in (None, ""):
+            # A rank that owns some of the node's GPUs (e.g. a second TP4 replica on GPUs 4-7).
+            env[profile.get("visible_devices_env") or "CUDA_VISIBLE_DEVICES"] = str(cluster["rank_visible_devices"])
         # Ranks read the staged weights only; a rank reaching for the Hub mid-boot is a bug.
         env["HF_HUB_OFFLINE"] = "1"
         env = _str_env(env)
@@ -237,6 +249,8 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             "ipc_mode": "host",
             "gpus": cluster.get("rank_gpus") or "",
             "devices": list(cluster.get("rank_devices") or []),
+            "group_add": list(cluster.get("rank_group_add") or []),
+            "security_opt": list(cluster.get("rank_security_opt") or []),
             "cap_add": list(cluster.get("rank_cap_add") or []),
             "ulimits": list(cluster.get("rank_ulimits") or []),
             "shm_size": cluster.get("rank_shm_size") or "",
@@ -246,9 +260,11 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             # Workers answer HTTP only where the engine runs a health server on them (SGLang; not vLLM).
             "health_port": lane["serve"]["port"] if (rank == 0 or engine.workers_serve_health) else None,
         }
-        spec_hash = _hash({k: spec[k] for k in (
+        spec_hash = _hash({**{k: spec[k] for k in (
             "image", "entrypoint", "command", "env", "mounts", "network_mode", "ipc_mode", "gpus", "devices",
-            "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")})
+            "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")},
+                           # Hashed only when set, so the hashes of plans without them do not move.
+                           **{k: spec[k] for k in ("group_add", "security_opt") if spec[k]}})
         spec["spec_hash"] = spec_hash
         spec["labels"] = {
             f"{LABEL}.lane": lane["lane"],
@@ -344,6 +360,8 @@ def table(plan: dict) -> str:
     lines.append(f"weights {plan['weights']['path']}  (read-only, revision {plan['weights']['revision'] or 'unpinned'})")
     lines.append(f"api     http://{plan['api']['address']}:{plan['api']['port']}/v1  model {plan['api']['served_model_name']}")
     lines.append("rank 0  " + " ".join(_quote(a) for a in head["entrypoint"] + head["command"]))
+    for note in plan.get("notes") or []:
+        lines.append(f"note    {note}")
     return "\n".join(lines)
 
 
@@ -380,15 +398,20 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
     image = resolve_image(load_image_spec(images_dir, lane["image"]), arch, digests)
     node_ranks = {h["name"]: h["vars"]["node_rank"] for h in hosts if h["vars"].get("node_rank") is not None}
+    access = rank_container(profile, head_vars)
     ctx = _lint.LintContext(lane=lane, profile=profile, image=image, hosts=[h["name"] for h in hosts],
-                            node_ranks=node_ranks, purpose=purpose)
+                            node_ranks=node_ranks, purpose=purpose, rank_container=access)
     findings = _lint.run(ctx, lint_skip or [])
     if findings["errors"]:
         return None, findings
     cluster = {
         "weights_root": head_vars.get("lanekit_weights_root"),
-        "rank_gpus": head_vars.get("lanekit_rank_gpus", "all"),
-        "rank_devices": head_vars.get("lanekit_rank_devices", []),
+        # GPU access: the hardware profile's vendor defaults, each overridden by lanekit_rank_<key>.
+        "rank_gpus": access["gpus"],
+        "rank_devices": access["devices"],
+        "rank_group_add": access["group_add"],
+        "rank_security_opt": access["security_opt"],
+        "rank_visible_devices": head_vars.get("lanekit_rank_visible_devices"),
         "rank_cap_add": head_vars.get("lanekit_rank_cap_add", []),
         "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),
         "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
@@ -406,6 +429,9 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     plan["memory"] = _lint.kv_assessment(lane, profile)
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
                                                         "device_memory_gib", "admission_free_gib", "unified_memory")}
+    plan["hardware_profile"].update({k: profile.get(k) for k in ("vendor", "gfx_arch", "gpus_per_node")})
+    # Operator notes (a recipe lane's notes); "Troubleshooting: " notes are lint warnings instead.
+    plan["notes"] = [n for n in lane.get("notes") or [] if not n.startswith(_lint.TROUBLESHOOTING_PREFIX)]
     plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}
     plan["layers"] = lane["_layers"]
     return plan, findings
