@@ -260,11 +260,12 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             # Workers answer HTTP only where the engine runs a health server on them (SGLang; not vLLM).
             "health_port": lane["serve"]["port"] if (rank == 0 or engine.workers_serve_health) else None,
         }
-        spec_hash = _hash({**{k: spec[k] for k in (
+        hashed = {k: spec[k] for k in (
             "image", "entrypoint", "command", "env", "mounts", "network_mode", "ipc_mode", "gpus", "devices",
-            "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")},
-                           # Hashed only when set, so the hashes of plans without them do not move.
-                           **{k: spec[k] for k in ("group_add", "security_opt") if spec[k]}})
+            "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")}
+        # Hashed only when set, so the hashes of plans without them do not move.
+        hashed.update({k: spec[k] for k in ("group_add", "security_opt") if spec[k]})
+        spec_hash = _hash(hashed)
         spec["spec_hash"] = spec_hash
         spec["labels"] = {
             f"{LABEL}.lane": lane["lane"],
