@@ -141,3 +141,19 @@ def test_recompiling_changes_nothing_and_keeps_a_digest_written_into_the_image_s
 def test_hardware_without_a_lanekit_profile_is_refused(tmp_path):
     with pytest.raises(LanekitError, match="sets lanekit_hardware to 'tpu_v5'"):
         compile_on("b200", str(tmp_path), extra_vars={"lanekit_hardware": "tpu_v5"})
+
+
+@pytest.mark.parametrize("ref, upstream", [
+    ("vllm/vllm-openai-rocm:nightly", {"repository": "vllm/vllm-openai-rocm", "tag": "nightly", "digests": {}}),
+    ("vllm/vllm-openai@sha256:" + "c" * 64,
+     {"repository": "vllm/vllm-openai", "tag": "pinned", "digests": {"amd64": "sha256:" + "c" * 64}}),
+    ("vllm/vllm-openai:v0.34.0@sha256:" + "d" * 64,
+     {"repository": "vllm/vllm-openai", "tag": "v0.34.0", "digests": {"amd64": "sha256:" + "d" * 64}}),
+    ("localhost:5000/vllm", {"repository": "localhost:5000/vllm", "tag": "latest", "digests": {}}),
+])
+def test_the_recipe_image_reference_becomes_an_image_spec_pinned_only_by_a_digest(ref, upstream, monkeypatch):
+    from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_cluster, _recipe_lane
+    monkeypatch.setattr(_recipe_lane, "docker_image", lambda *_args: ref)
+    lane = {"lane": "x", "image": "x-vllm", "serve": {"entrypoint": ["vllm", "serve"]}}
+    spec = _recipe_cluster.image_spec(None, {"choice": {"hardware": "b200", "variant": "default"}}, lane, "amd64")
+    assert spec["upstream"] == upstream and spec["entrypoint"] == ["vllm", "serve"] and spec["lanes"] == ["x"]
