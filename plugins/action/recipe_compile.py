@@ -14,10 +14,11 @@ from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_lane
+from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_cluster, _recipe_lane
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import LANE_NAME_RE
+from ansible_collections.lanekit.serving.plugins.module_utils._plan import reports_root
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe, public
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
@@ -36,6 +37,8 @@ ARGUMENT_SPEC = {
     "lane_file": {"type": "str"},
     "lanes_dir": {"type": "str"},
     "commands_file": {"type": "str"},
+    # Cluster mode (plan-lane.yml/deploy-lane.yml -e recipe=...): size the choice to this inventory group.
+    "nodes_group": {"type": "str"},
 }
 
 
@@ -131,6 +134,55 @@ def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
     return out
 
 
+def _header(src, choice: dict, cluster: _recipe_cluster.Cluster) -> list[str]:
+    return [f"Compiled by lanekit from the vLLM recipe {src.path} for the nodes of {cluster.where}.",
+            "Choice: " + ", ".join(f"{k}={v}" for k, v in choice.items() if v not in (None, [], {})) + ".",
+            "Each value's trailing comment names the recipe layer it came from. Re-planning with -e recipe",
+            "rewrites this file: copy it to lanes/ to keep your edits and plan it with -e lane=NAME."]
+
+
+def compile_for_cluster(args: dict, cwd: str, cluster: _recipe_cluster.Cluster, reports: str,
+                        check_mode: bool = False) -> dict:
+    """Cluster mode: compile the choice for the inventory's nodes; write the lane and its image spec under ``reports``."""
+    src = load_recipe(args["recipe"] if os.path.isabs(args["recipe"]) else os.path.join(cwd, args["recipe"]),
+                      args.get("recipe_root"))
+    sized, result = _recipe_cluster.compile_for_cluster(src, choice_from_args(args), cluster)
+    choice = result["choice"]
+    written = _recipe_cluster.write_cluster_lane(
+        sized, result, reports, _header(src, choice, cluster),
+        (lambda path, text: False) if check_mode else _write_creating_dirs, cluster.arch)
+    return {"changed": written["changed"], "recipe": src.path, "recipe_root": src.root, "choice": choice,
+            "docker_image": _recipe_lane.docker_image(sized, choice["hardware"], choice["variant"]),
+            "notes": _recipe_lane.recipe_notes(sized, choice), "lane": written["lane"],
+            "lane_file": written["lane_file"], "lanes_dir": written["lanes_dir"],
+            "images_dir": written["images_dir"], "image_spec": written["image_spec"]}
+
+
+def _write_creating_dirs(path: str, text: str) -> bool:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return write_if_changed(path, text)
+
+
+def cluster_from_vars(task_vars: dict, group: str, template) -> _recipe_cluster.Cluster:
+    """The inventory's view of the lane's nodes: the group's hosts and the first host's lanekit_* variables."""
+    hosts = list((task_vars.get("groups") or {}).get(group) or [])
+    if not hosts:
+        raise LanekitError(f"the inventory has no hosts in group '{group}': list the GPU nodes of the lane there, "
+                           "in rank order (see inventories/gb300/hosts.yml).")
+    head = (task_vars.get("hostvars") or {}).get(hosts[0]) or {}
+
+    def var(name):
+        value = head.get(name)
+        return template(value) if value not in (None, "") else None
+
+    gpus = var("lanekit_gpus_per_node")
+    if isinstance(gpus, str) and gpus.strip().isdigit():
+        gpus = int(gpus)
+    inventory = task_vars.get("inventory_dir") or "the inventory"
+    return _recipe_cluster.Cluster(hosts=hosts, hardware=var("lanekit_hardware"), gpus_per_node=gpus,
+                                   arch=str(var("lanekit_node_arch") or "amd64"), where=f"inventory {inventory}")
+
+
 def whole_cli_values(args: dict, cli_texts: list[str]) -> dict:
     """``args`` with ``pd``/``feature_modes`` read back whole from ``-e key=JSON`` text.
 
@@ -156,7 +208,15 @@ class ActionModule(ActionBase):
         try:
             cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
             args = whole_cli_values(args, cli_texts)
-            result.update(compile_and_write(args, os.getcwd(), bool(self._task.check_mode)))
+            if args.get("nodes_group"):
+                cluster = cluster_from_vars(task_vars or {}, args["nodes_group"], self._templar.template)
+                configured = (task_vars or {}).get("lanekit_reports_dir")
+                reports = reports_root(self._templar.template(configured) if configured else None,
+                                       (task_vars or {}).get("playbook_dir"), os.getcwd())
+                # Planning must see the lane even in --check: the lane and image spec are written then too.
+                result.update(compile_for_cluster(args, os.getcwd(), cluster, reports, False))
+            else:
+                result.update(compile_and_write(args, os.getcwd(), bool(self._task.check_mode)))
         except LanekitError as err:
             raise AnsibleActionFail(str(err)) from None
         return result

@@ -1,24 +1,79 @@
 # Copyright: lanekit developers
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""Hardware profiles a lane can target.
+"""Hardware profiles a lane can target: the facts the plan and the lint rules read, per GPU kind.
 
 Figures are those the engines see, not marketing numbers. For the GB10 (DGX Spark) they are
 derived from the bring-up report's live boot: at ``--gpu-memory-utilization 0.85`` vLLM left
 23.63 GiB of KV after 73.8 GiB of weights and 5.0 GiB of graph profiling, so the device memory
 it divides is (23.63 + 73.8 + 5.0) / 0.85 = 120.51 GiB; and 108.78 GiB were free at startup,
 which is the most an engine can claim (the admission ceiling).
+
+For the data-centre GPUs no boot was measured: ``device_memory_gib`` is the vendor's per-GPU
+memory converted to GiB (GB x 10^9 / 2^30), and ``admission_free_gib`` is an ESTIMATE (device
+memory less ~1 GiB of driver and context reservation on a discrete GPU). Replace both with what
+``torch.cuda.mem_get_info()`` reports on your nodes when you have them; the KV-budget lint uses them.
+
+Each profile also says how a rank container reaches the GPUs (``rank_container``): NVIDIA ranks
+ask docker for the GPUs (``--gpus``); AMD ranks get ``/dev/kfd`` and ``/dev/dri``, the ``video``
+group and no NVIDIA device request, as ROCm's and vLLM's ROCm docker instructions say. The
+inventory's ``lanekit_rank_*`` variables override these per cluster.
 """
 from __future__ import annotations
+
+GIB_PER_GB = 1e9 / 2**30
+
+# How a rank container reaches the GPUs, per vendor (inventory lanekit_rank_* variables win).
+NVIDIA_RANK_CONTAINER = {"gpus": "all", "devices": [], "group_add": [], "security_opt": []}
+# ROCm: docs "Running ROCm Docker containers" and vLLM's ROCm quick start use
+# --device=/dev/kfd --device=/dev/dri --group-add video (plus SYS_PTRACE/seccomp for debugging,
+# which lanekit leaves to the inventory).
+AMD_RANK_CONTAINER = {"gpus": "", "devices": ["/dev/kfd", "/dev/dri"], "group_add": ["video"], "security_opt": []}
+
+# Environment every rank gets on discrete NVIDIA data-centre GPUs: none beyond the recipe's.
+_NVIDIA_ENGINE_ENV: dict = {"sglang": {}, "vllm": {}}
+_AMD_ENGINE_ENV: dict = {"sglang": {}, "vllm": {}}
+
+
+def _gb(gb: float) -> float:
+    return round(gb * GIB_PER_GB, 2)
+
+
+def _discrete(display: str, gpu_name: str, vendor: str, gpus: int, memory_gb: float, *, cc: str | None = None,
+              gfx: str | None = None, source: str) -> dict:
+    device = _gb(memory_gb)
+    return {
+        "display_name": display,
+        "gpu_name": gpu_name,
+        "vendor": vendor,
+        "compute_capability": cc,
+        "gfx_arch": gfx,
+        "gpus_per_node": gpus,
+        "device_memory_gib": device,
+        "admission_free_gib": round(device - 1.0, 2),  # ESTIMATE, see the module docstring
+        "admission_estimated": True,
+        "unified_memory": False,
+        "env": {},
+        "engine_env": _AMD_ENGINE_ENV if vendor == "amd" else _NVIDIA_ENGINE_ENV,
+        "rank_container": AMD_RANK_CONTAINER if vendor == "amd" else NVIDIA_RANK_CONTAINER,
+        # lanekit_rank_visible_devices goes to this variable. ROCm: the recipe's own example
+        # (`docker run -e ROCR_VISIBLE_DEVICES=4,5,6,7` for a second TP4 replica).
+        "visible_devices_env": "ROCR_VISIBLE_DEVICES" if vendor == "amd" else "CUDA_VISIBLE_DEVICES",
+        "source": source,
+    }
+
 
 PROFILES = {
     "dgx_spark_gb10": {
         "display_name": "NVIDIA DGX Spark (GB10)",
         "gpu_name": "NVIDIA GB10",
+        "vendor": "nvidia",
         "compute_capability": "12.1",
+        "gfx_arch": None,
         "gpus_per_node": 1,
         "device_memory_gib": 120.506,
         "admission_free_gib": 108.78,
+        "admission_estimated": False,
         "unified_memory": True,
         # Cluster environment every rank gets on this hardware (launch.md §4/§7: NVL4-only
         # NCCL settings are wrong here; CPU affinity and cuMem must be off on Spark).
@@ -32,9 +87,53 @@ PROFILES = {
             "sglang": {"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "0"},
             "vllm": {},
         },
+        "rank_container": NVIDIA_RANK_CONTAINER,
+        "visible_devices_env": "CUDA_VISIBLE_DEVICES",
+        "source": "measured: bring-up report 2026-10-30 (live boot figures above)",
     },
+    # NVIDIA: per-GPU HBM from the vendor datasheets; GPUs per node as the recipe taxonomy counts them
+    # (an HGX/DGX board of 8, or one 4-GPU Grace-Blackwell compute tray). gpu_name is what
+    # nvidia-smi prints (the B300/GB300 strings are not verified on hardware).
+    "h100": _discrete("NVIDIA HGX H100 (8x H100 SXM)", "NVIDIA H100 80GB HBM3", "nvidia", 8, 80, cc="9.0",
+                      source="NVIDIA H100 datasheet: 80 GB HBM3 (SXM5); sm_90"),
+    "h200": _discrete("NVIDIA HGX H200 (8x H200 SXM)", "NVIDIA H200", "nvidia", 8, 141, cc="9.0",
+                      source="NVIDIA H200 datasheet: 141 GB HBM3e; sm_90"),
+    "b200": _discrete("NVIDIA HGX B200 (8x B200)", "NVIDIA B200", "nvidia", 8, 180, cc="10.0",
+                      source="NVIDIA DGX B200 datasheet: 1,440 GB HBM3e over 8 GPUs (180 GB each); sm_100"),
+    "b300": _discrete("NVIDIA HGX B300 (8x B300)", "NVIDIA B300 SXM6 AC", "nvidia", 8, 288, cc="10.3",
+                      source="NVIDIA Blackwell Ultra (DGX B300) datasheet: 288 GB HBM3e per GPU; sm_103"),
+    "gb200": _discrete("NVIDIA GB200 NVL72 compute tray (4x B200)", "NVIDIA GB200", "nvidia", 4, 186, cc="10.0",
+                       source="NVIDIA GB200 NVL72 datasheet: 13.4 TB HBM3e over 72 GPUs (186 GB each); sm_100"),
+    "gb300": _discrete("NVIDIA GB300 NVL72 compute tray (4x B300)", "NVIDIA GB300", "nvidia", 4, 288, cc="10.3",
+                       source="NVIDIA GB300 NVL72 datasheet: 288 GB HBM3e per Blackwell Ultra GPU; sm_103"),
+    # AMD Instinct: per-GPU HBM from AMD's product pages; 8 OAM GPUs per platform.
+    "mi300x": _discrete("AMD Instinct MI300X platform (8x MI300X)", "AMD Instinct MI300X", "amd", 8, 192, gfx="gfx942",
+                        source="AMD Instinct MI300X product page: 192 GB HBM3; gfx942 (CDNA 3)"),
+    "mi325x": _discrete("AMD Instinct MI325X platform (8x MI325X)", "AMD Instinct MI325X", "amd", 8, 256, gfx="gfx942",
+                        source="AMD Instinct MI325X product page: 256 GB HBM3E; gfx942 (CDNA 3)"),
+    "mi350x": _discrete("AMD Instinct MI350X platform (8x MI350X)", "AMD Instinct MI350X", "amd", 8, 288, gfx="gfx950",
+                        source="AMD Instinct MI350 Series product page: 288 GB HBM3E; gfx950 (CDNA 4)"),
+    "mi355x": _discrete("AMD Instinct MI355X platform (8x MI355X)", "AMD Instinct MI355X", "amd", 8, 288, gfx="gfx950",
+                        source="AMD Instinct MI350 Series product page: 288 GB HBM3E; gfx950 (CDNA 4)"),
 }
 
 
-def sm_major(profile: dict) -> int:
-    return int(str(profile["compute_capability"]).split(".", 1)[0])
+def sm_major(profile: dict) -> int | None:
+    """The CUDA compute capability's major number; None on hardware without one (AMD)."""
+    capability = profile.get("compute_capability")
+    return int(str(capability).split(".", 1)[0]) if capability else None
+
+
+def vendor(profile: dict) -> str:
+    return str(profile.get("vendor") or "nvidia")
+
+
+def rank_container(profile: dict, inventory: dict) -> dict:
+    """How rank containers reach the GPUs: the profile's vendor defaults, each overridden by the
+    inventory's ``lanekit_rank_<key>`` variable when set."""
+    base = profile.get("rank_container") or NVIDIA_RANK_CONTAINER
+    out = {}
+    for key, default in base.items():
+        value = inventory.get(f"lanekit_rank_{key}")
+        out[key] = default if value is None else value
+    return out

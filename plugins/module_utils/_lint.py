@@ -29,6 +29,7 @@ class LintContext:
     hosts: list = field(default_factory=list)
     node_ranks: dict = field(default_factory=dict)  # host -> explicit node_rank host var, if any
     purpose: str = "plan"  # plan | deploy
+    rank_container: dict = field(default_factory=dict)  # how ranks reach the GPUs (_hardware.rank_container)
 
 
 @dataclass
@@ -70,6 +71,10 @@ def _engine(ctx: LintContext) -> _engines.Engine:
 
 def _is_sm12x(ctx: LintContext) -> bool:
     return sm_major(ctx.profile) == 12
+
+
+# A lane note starting with this is a known failure and its fix: the plan shows it as a warning.
+TROUBLESHOOTING_PREFIX = "Troubleshooting: "
 
 
 # --- the rules ----------------------------------------------------------------------------
@@ -363,6 +368,35 @@ def kv_budget_unchecked(ctx):
             f"{_engine(ctx).max_len_flag} is not set, so the engine derives the maximum model length from the "
             f"checkpoint and the KV budget is not checked; set it to check that one request of that length fits."
         )
+
+
+@rule("rank-gpu-access", ERROR, "AMD rank containers get /dev/kfd, /dev/dri and the video group, no NVIDIA request")
+def rank_gpu_access(ctx):
+    access, profile = ctx.rank_container, ctx.profile
+    if not access:
+        return
+    devices = [str(d).split(":", 1)[0] for d in access.get("devices") or []]
+    if profile.get("vendor") == "amd":
+        if access.get("gpus"):
+            yield (
+                f"lanekit_rank_gpus is {access['gpus']!r} on {profile['display_name']}: that asks docker for NVIDIA "
+                f"GPUs (--gpus, an nvidia device request), which an AMD node cannot grant. Set lanekit_rank_gpus: ''.")
+        missing = [d for d in ("/dev/kfd", "/dev/dri") if d not in devices]
+        if missing:
+            yield (
+                f"lanekit_rank_devices lacks {', '.join(missing)}: ROCm ranks on {profile['display_name']} see no GPU "
+                f"without /dev/kfd and /dev/dri. Add them to lanekit_rank_devices.")
+        if "video" not in [str(g) for g in access.get("group_add") or []]:
+            yield (
+                f"lanekit_rank_group_add lacks video: on {profile['display_name']} the GPU device files belong to the "
+                f"video group, so the rank could not open them. Add video to lanekit_rank_group_add.")
+
+
+@rule("recipe-troubleshooting", WARNING, "the recipe's known failures and their fixes, shown with the plan")
+def recipe_troubleshooting(ctx):
+    for note in ctx.lane.get("notes") or []:
+        if note.startswith(TROUBLESHOOTING_PREFIX):
+            yield f"if you meet {note[len(TROUBLESHOOTING_PREFIX):]}"
 
 
 def kv_assessment(lane: dict, profile: dict) -> dict | None:

@@ -19,7 +19,7 @@ import re
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, rank_container
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     effective_args,
@@ -120,6 +120,10 @@ def docker_run_argv(spec: dict) -> list[str]:
         argv += ["--gpus", spec["gpus"]]
     for device in spec["devices"]:
         argv += ["--device", device]
+    for group in spec.get("group_add") or []:
+        argv += ["--group-add", str(group)]
+    for option in spec.get("security_opt") or []:
+        argv += ["--security-opt", str(option)]
     for cap in spec["cap_add"]:
         argv += ["--cap-add", cap]
     for ulimit in spec["ulimits"]:
@@ -179,6 +183,11 @@ def container_options(spec: dict) -> dict:
     }
     if spec["shm_size"]:
         options["shm_size"] = spec["shm_size"]
+    # AMD ranks join the video group (ROCm's device permissions); set only when used, so NVIDIA plans are unchanged.
+    if spec.get("group_add"):
+        options["groups"] = [str(g) for g in spec["group_add"]]
+    if spec.get("security_opt"):
+        options["security_opts"] = [str(o) for o in spec["security_opt"]]
     requests = device_requests(spec["gpus"])
     if requests:
         options["device_requests"] = requests
@@ -226,6 +235,9 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
         env.update(effective_env(rlane))
         env.update(_fabric_env(engine, host))
+        if cluster.get("rank_visible_devices") not in (None, ""):
+            # A rank that owns some of the node's GPUs (e.g. a second TP4 replica on GPUs 4-7).
+            env[profile.get("visible_devices_env") or "CUDA_VISIBLE_DEVICES"] = str(cluster["rank_visible_devices"])
         # Ranks read the staged weights only; a rank reaching for the Hub mid-boot is a bug.
         env["HF_HUB_OFFLINE"] = "1"
         env = _str_env(env)
@@ -244,6 +256,8 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             "ipc_mode": "host",
             "gpus": cluster.get("rank_gpus") or "",
             "devices": list(cluster.get("rank_devices") or []),
+            "group_add": list(cluster.get("rank_group_add") or []),
+            "security_opt": list(cluster.get("rank_security_opt") or []),
             "cap_add": list(cluster.get("rank_cap_add") or []),
             "ulimits": list(cluster.get("rank_ulimits") or []),
             "shm_size": cluster.get("rank_shm_size") or "",
@@ -253,9 +267,12 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             # Workers answer HTTP only where the engine runs a health server on them (SGLang; not vLLM).
             "health_port": lane["serve"]["port"] if (rank == 0 or engine.workers_serve_health) else None,
         }
-        spec_hash = _hash({k: spec[k] for k in (
+        hashed = {k: spec[k] for k in (
             "image", "entrypoint", "command", "env", "mounts", "network_mode", "ipc_mode", "gpus", "devices",
-            "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")})
+            "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")}
+        # Hashed only when set, so the hashes of plans without them do not move.
+        hashed.update({k: spec[k] for k in ("group_add", "security_opt") if spec[k]})
+        spec_hash = _hash(hashed)
         spec["spec_hash"] = spec_hash
         spec["labels"] = {
             f"{LABEL}.lane": lane["lane"],
@@ -351,6 +368,8 @@ def table(plan: dict) -> str:
     lines.append(f"weights {plan['weights']['path']}  (read-only, revision {plan['weights']['revision'] or 'unpinned'})")
     lines.append(f"api     http://{plan['api']['address']}:{plan['api']['port']}/v1  model {plan['api']['served_model_name']}")
     lines.append("rank 0  " + " ".join(_quote(a) for a in head["entrypoint"] + head["command"]))
+    for note in plan.get("notes") or []:
+        lines.append(f"note    {note}")
     return "\n".join(lines)
 
 
@@ -396,13 +415,15 @@ def check_hosts(hosts: list[dict]) -> None:
 _CLUSTER_VARIABLES = {
     "weights_root": "lanekit_weights_root", "rank_gpus": "lanekit_rank_gpus", "rank_devices": "lanekit_rank_devices",
     "rank_cap_add": "lanekit_rank_cap_add", "rank_ulimits": "lanekit_rank_ulimits",
+    "rank_group_add": "lanekit_rank_group_add", "rank_security_opt": "lanekit_rank_security_opt",
+    "rank_visible_devices": "lanekit_rank_visible_devices",
     "rank_shm_size": "lanekit_rank_shm_size", "head_host": "lanekit_head_host",
 }
 
 
 def check_cluster(cluster: dict) -> None:
     """The inventory's rank settings have the shapes docker takes: text, or lists of text."""
-    for key in ("rank_devices", "rank_cap_add", "rank_ulimits"):
+    for key in ("rank_devices", "rank_cap_add", "rank_ulimits", "rank_group_add", "rank_security_opt"):
         value = cluster[key]
         if value in (None, ""):
             cluster[key] = []
@@ -411,7 +432,7 @@ def check_cluster(cluster: dict) -> None:
                 f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected a list of text entries "
                 f"(e.g. [/dev/infiniband]) in the inventory."
             )
-    for key in ("weights_root", "rank_gpus", "rank_shm_size", "head_host"):
+    for key in ("weights_root", "rank_gpus", "rank_shm_size", "head_host", "rank_visible_devices"):
         value = cluster[key]
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and key == "rank_gpus"):
             continue
@@ -497,8 +518,25 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
     image = resolve_image(load_image_spec(images_dir, lane["image"]), arch, digests)
     node_ranks = {h["name"]: plain(h["vars"]["node_rank"]) for h in hosts if h["vars"].get("node_rank") is not None}
+    access = rank_container(profile, plain(head_vars))
+    cluster = plain({
+        "weights_root": head_vars.get("lanekit_weights_root"),
+        # GPU access: the hardware profile's vendor defaults, each overridden by lanekit_rank_<key>.
+        "rank_gpus": access["gpus"],
+        "rank_devices": access["devices"],
+        "rank_group_add": access["group_add"],
+        "rank_security_opt": access["security_opt"],
+        "rank_visible_devices": head_vars.get("lanekit_rank_visible_devices"),
+        "rank_cap_add": head_vars.get("lanekit_rank_cap_add", []),
+        "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),
+        "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
+        "head_host": head_vars.get("lanekit_head_host"),
+    })
+    check_cluster(cluster)
+    # Lint sees the GPU access the ranks get, after the inventory values were checked.
+    access = {key: cluster[f"rank_{key}"] for key in access}
     ctx = _lint.LintContext(lane=lane, profile=profile, image=image, hosts=[h["name"] for h in hosts],
-                            node_ranks=node_ranks, purpose=purpose)
+                            node_ranks=node_ranks, purpose=purpose, rank_container=access)
     findings = _lint.run(ctx, lint_skip or [])
     # Every rank's effective lane goes through the same rules: a host-level override can break one rank only.
     checked = [lane]
@@ -508,23 +546,14 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
             continue
         checked.append(other)
         more = _lint.run(_lint.LintContext(lane=other, profile=profile, image=image, hosts=ctx.hosts,
-                                           node_ranks=node_ranks, purpose=purpose), lint_skip or [])
+                                           node_ranks=node_ranks, purpose=purpose, rank_container=access),
+                         lint_skip or [])
         for kind in ("errors", "warnings"):
             known = {item["message"] for item in findings[kind]}
             findings[kind] += [dict(item, message=f"on host {host['name']} (its lane_overrides): {item['message']}")
                                for item in more[kind] if item["message"] not in known]
     if findings["errors"]:
         return None, findings
-    cluster = plain({
-        "weights_root": head_vars.get("lanekit_weights_root"),
-        "rank_gpus": head_vars.get("lanekit_rank_gpus", "all"),
-        "rank_devices": head_vars.get("lanekit_rank_devices", []),
-        "rank_cap_add": head_vars.get("lanekit_rank_cap_add", []),
-        "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),
-        "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
-        "head_host": head_vars.get("lanekit_head_host"),
-    })
-    check_cluster(cluster)
     host_specs = [{
         "name": h["name"],
         "fabric_ip": h["vars"].get("fabric_ip"),
@@ -538,6 +567,9 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     plan["memory"] = None if memory is None else {k: v for k, v in memory.items() if k not in _kvbudget.ADVICE_KEYS}
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
                                                         "device_memory_gib", "admission_free_gib", "unified_memory")}
+    plan["hardware_profile"].update({k: profile.get(k) for k in ("vendor", "gfx_arch", "gpus_per_node")})
+    # Operator notes (a recipe lane's notes); "Troubleshooting: " notes are lint warnings instead.
+    plan["notes"] = [n for n in lane.get("notes") or [] if not n.startswith(_lint.TROUBLESHOOTING_PREFIX)]
     plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}
     plan["layers"] = lane["_layers"]
     return plan, findings

@@ -184,7 +184,8 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
         "lane": lane_name,
         "description": description,
         "engine": "vllm",
-        "image": f"{slug}-vllm",
+        # The CUDA and ROCm builds of a recipe's image are different images, so AMD lanes get their own spec.
+        "image": f"{slug}-vllm" + ("-rocm" if (src.profiles.get(choice["hardware"]) or {}).get("brand") == "AMD" else ""),
         "hardware": choice["hardware"],
         "model": {"id": result["model"], "revision": None, "served_name": result["model"], "dir": result["model"],
                   "layout": "mistral_consolidated" if args.get("--config-format") == "mistral" else "hf",
@@ -197,7 +198,7 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
     }
     if variant.get("precision"):
         lane["model"]["quantization"] = str(variant["precision"])
-    comments[("image",)] = f"recipe docker image {image_ref}: write images/{slug}-vllm/image.yml pinned by digest"
+    comments[("image",)] = f"recipe docker image {image_ref}: write images/{lane['image']}/image.yml pinned by digest"
     comments[("model", "id")] = f"variant {choice['variant']}" if variant.get("model_id") else "recipe model.model_id"
     comments[("model", "revision")] = "the recipe gives no revision: pin the 40-hex commit before staging"
     notes = recipe_notes(src, choice) + [f"Not carried into the lane: {d}." for d in dropped]

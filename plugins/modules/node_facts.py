@@ -1,17 +1,20 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
-"""Read a node's GPUs with nvidia-smi; architecture, memory and docker come from Ansible's own modules."""
+"""Read a node's GPUs with nvidia-smi (rocminfo on AMD); architecture, memory and docker come from Ansible's own modules."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: node_facts
-short_description: Read a GPU node's GPUs with nvidia-smi
+short_description: Read a GPU node's GPUs with nvidia-smi or rocminfo
 version_added: 0.1.0
 description:
   - Reads the GPU the preflight compares with the lane's hardware profile before anything boots, the way
     an operator would, with C(nvidia-smi --query-gpu=name,compute_cap,memory.total).
+  - On a node without C(nvidia-smi) that has ROCm's C(rocminfo) (AMD Instinct), the GPU agents of C(rocminfo)
+    are read instead; their C(Marketing Name) is the name and their gfx target (for example C(gfx950)) is
+    reported as the compute capability, which the preflight compares with the profile's C(gfx_arch).
   - The CPU architecture and memory come from M(ansible.builtin.setup) and the docker daemon's version from
     M(community.docker.docker_host_info); this module only adds what Ansible does not know, the GPU.
   - Read-only; never reports a change. A node without C(nvidia-smi), or whose driver does not answer,
@@ -47,6 +50,7 @@ gpu:
   description:
     - The first GPU, from C(nvidia-smi --query-gpu=name,compute_cap,memory.total), with the number of GPUs.
     - C(error) says why nothing was read (no C(nvidia-smi), or its message when it failed).
+    - On AMD, from C(rocminfo); C(compute_capability) is the gfx target and C(memory_total_mib) is not read.
   returned: always
   type: dict
   sample: {"name": "NVIDIA GB10", "compute_capability": "12.1", "memory_total_mib": 122572, "count": 1}
@@ -82,8 +86,30 @@ def parse_gpu_csv(text: str) -> dict:
     return dict(gpus[0], count=len(gpus))
 
 
+def parse_rocminfo(text: str) -> dict:
+    """The first GPU agent of ``rocminfo``: its marketing name and gfx target, with the GPU count."""
+    gpus = []
+    for block in text.split("*******"):
+        fields: dict = {}
+        for line in block.splitlines():
+            # Agent fields sit at two spaces; deeper lines (pools, ISAs) repeat keys such as Name.
+            if line.startswith("  ") and not line.startswith("   ") and ":" in line:
+                key, _sep, value = line.strip().partition(":")
+                fields.setdefault(key.strip(), value.strip())
+        if fields.get("Device Type") == "GPU":
+            gpus.append({"name": fields.get("Marketing Name", ""), "compute_capability": fields.get("Name", ""),
+                         "memory_total_mib": None})
+    if not gpus:
+        return no_gpu()
+    return dict(gpus[0], count=len(gpus))
+
+
 def read_gpu(module: AnsibleModule) -> dict:
     smi = module.get_bin_path("nvidia-smi")
+    rocminfo = None if smi else module.get_bin_path("rocminfo")
+    if rocminfo:
+        rc, out, err = module.run_command([rocminfo])
+        return parse_rocminfo(out) if rc == 0 else no_gpu((err or out).strip())
     if not smi:
         return no_gpu("nvidia-smi not found")
     rc, out, err = module.run_command([smi] + GPU_QUERY)

@@ -73,6 +73,17 @@ options:
   commands_file:
     description: Write the composed commands here as JSON.
     type: str
+  nodes_group:
+    description:
+      - Cluster mode, used by the preflight role for C(plan-lane.yml)/C(deploy-lane.yml) C(-e recipe=PATH).
+        The choice is sized to this inventory group's hosts (node count) and the first host's
+        C(lanekit_hardware) and C(lanekit_gpus_per_node) (default the hardware profile's); a choice for other
+        hardware, a single-node strategy on several hosts, or too few nodes or GPUs is refused with a sentence.
+      - The lane is written to C(<reports>/<lane>/<lane>.yml) and the recipe's docker image for the hardware to
+        C(<reports>/<lane>/images/<image>/image.yml), without a digest unless the recipe pins one (the plan warns
+        and a deploy refuses until C(lanekit_image_digests) sets it). These files are written in check mode too.
+        O(lane_file) and O(commands_file) are ignored.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -136,5 +147,17 @@ lane_file:
 commands_file:
   description: The commands file written, if asked.
   returned: success
+  type: str
+lanes_dir:
+  description: Cluster mode only, the directory holding the written lane (give it to M(lanekit.serving.lane_plan)).
+  returned: when O(nodes_group) is set
+  type: str
+images_dir:
+  description: Cluster mode only, the directory holding the lane's image spec.
+  returned: when O(nodes_group) is set
+  type: str
+lane:
+  description: The lane name written.
+  returned: when a lane is written
   type: str
 """

@@ -89,3 +89,14 @@ def test_a_lane_refusal_still_leaves_the_commands_file(tmp_path):
 def test_a_bad_lane_file_name_is_refused(tmp_path):
     with pytest.raises(LanekitError, match="must be <name>.yml"):
         action.compile_and_write(_args(lane_file="Lanes/My Lane.yaml"), str(tmp_path))
+
+
+def test_cluster_mode_reads_the_nodes_from_the_inventory_group_and_the_head_hosts_variables():
+    task_vars = {"groups": {"lane_nodes": ["h1", "h2"]}, "inventory_dir": "/inv/h200",
+                 "hostvars": {"h1": {"lanekit_hardware": "{{ kind }}", "lanekit_gpus_per_node": "8",
+                                     "lanekit_node_arch": "amd64"}, "h2": {}}}
+    cluster = action.cluster_from_vars(task_vars, "lane_nodes", lambda v: "h200" if v == "{{ kind }}" else v)
+    assert (cluster.hosts, cluster.hardware, cluster.gpus_per_node, cluster.arch) == (["h1", "h2"], "h200", 8, "amd64")
+    assert cluster.where == "inventory /inv/h200"
+    with pytest.raises(LanekitError, match="no hosts in group 'gpu'"):
+        action.cluster_from_vars(task_vars, "gpu", lambda v: v)

@@ -61,6 +61,8 @@ def test_rule_refuses_a_lane_that_breaks_it(rule_id, lane, overrides, words):
 
 def test_every_rule_has_a_breaker_or_warning_test():
     tested = {b[0] for b in BREAKERS} | {"cuda-graph-sizes", "kv-budget-unchecked", "image-pin"}
+    # Tested on the example inventories' recipe lanes in test__recipe_cluster.py.
+    tested |= {"rank-gpu-access", "recipe-troubleshooting"}
     assert {r.rule_id for r in _lint.RULES} <= tested
 
 

@@ -6,6 +6,7 @@ import yaml
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import load_lane, render_args
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe
@@ -84,7 +85,9 @@ def test_a_second_compile_renders_byte_identical_text(tmp_path):
     (dict(hardware="b200", strategy="pd_cluster"), "strategy pd_cluster compiles"),
     (dict(hardware="b200", strategy="single_node_tp"), "hardware b200 compiles"),
 ])
-def test_layouts_the_plan_cannot_deploy_are_refused_with_a_sentence(choice, words):
+def test_layouts_the_plan_cannot_deploy_are_refused_with_a_sentence(choice, words, monkeypatch):
+    # Hardware without a lanekit profile: every taxonomy profile of recipes/ has one now, so drop b200's.
+    monkeypatch.delitem(PROFILES, "b200")
     src, result = _compile(**choice)
     with pytest.raises(LanekitError) as err:
         build_lane(src, result, "x")
@@ -92,8 +95,12 @@ def test_layouts_the_plan_cannot_deploy_are_refused_with_a_sentence(choice, word
     assert words in message and "commands_file" in message and "\n" not in message
 
 
-def test_the_seed_recommended_choice_compiles_but_gb300_has_no_lanekit_profile_yet():
+def test_the_seed_recommended_choice_writes_a_gb300_lane():
     src = load_recipe(SEED)
     result = compile_recipe(src, Choice(hardware="gb300", strategy="single_node_tp"))
-    with pytest.raises(LanekitError, match="no hardware profile"):
-        build_lane(src, result, "x")
+    lane, _comments = build_lane(src, result, "x")
+    assert lane["hardware"] == "gb300" and lane["image"] == "mistral-large-4-1t-a52b-vllm"
+    assert lane["topology"] == {"nodes": 1, "gpus_per_node": 4, "tensor_parallel": 4, "pipeline_parallel": 1,
+                                "data_parallel": 1}
+    amd = compile_recipe(src, Choice(hardware="mi355x", strategy="single_node_tp"))
+    assert build_lane(src, amd, "y")[0]["image"] == "mistral-large-4-1t-a52b-vllm-rocm"

@@ -50,3 +50,51 @@ def test_the_node_check_compares_ansibles_architecture_in_docker_spelling():
     from ansible_collections.lanekit.serving.plugins.filter.docker_arch import FilterModule
     docker_arch = FilterModule().filters()["docker_arch"]
     assert [docker_arch(a) for a in ("x86_64", "aarch64", "arm64", "ppc64le")] == ["amd64", "arm64", "arm64", "ppc64le"]
+
+
+ROCMINFO = """*******
+Agent 1
+*******
+  Name:                    AMD EPYC 9575F 64-Core Processor
+  Marketing Name:          AMD EPYC 9575F 64-Core Processor
+  Device Type:             CPU
+*******
+Agent 9
+*******
+  Name:                    gfx950
+  Uuid:                    GPU-5c3e1a2b3c4d5e6f
+  Marketing Name:          AMD Instinct MI355X
+  Vendor Name:             AMD
+  Device Type:             GPU
+  Pool Info:
+    Pool 1
+      Segment:                 GLOBAL; FLAGS: COARSE GRAINED
+  ISA Info:
+    ISA 1
+      Name:                    amdgcn-amd-amdhsa--gfx950:sramecc+:xnack-
+*******
+Agent 10
+*******
+  Name:                    gfx950
+  Marketing Name:          AMD Instinct MI355X
+  Device Type:             GPU
+"""
+
+
+class RocmModule(SmiModule):
+    """A node without nvidia-smi that has ROCm's rocminfo."""
+
+    def get_bin_path(self, name, required=False):
+        return "/opt/rocm/bin/rocminfo" if name == "rocminfo" else None
+
+
+def test_an_amd_node_reports_its_gpu_and_gfx_target_from_rocminfo():
+    module = RocmModule(answer=(0, ROCMINFO, ""))
+    assert node_facts.read_gpu(module) == {"name": "AMD Instinct MI355X", "compute_capability": "gfx950",
+                                           "memory_total_mib": None, "count": 2}
+    assert module.calls == [["/opt/rocm/bin/rocminfo"]]
+
+
+def test_rocminfo_that_fails_is_reported_in_its_own_words():
+    gpu = node_facts.read_gpu(RocmModule(answer=(1, "", "hsa api call failure at: rocminfo.cc:1306\n")))
+    assert gpu["count"] == 0 and gpu["error"].startswith("hsa api call failure")

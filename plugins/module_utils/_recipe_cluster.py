@@ -1,0 +1,217 @@
+# Copyright: lanekit developers
+# Apache-2.0
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""Recipe lanes for a real cluster: size a recipe choice to an inventory's nodes, then write the lane and its image spec.
+
+One job: ``plan-lane.yml``/``deploy-lane.yml`` with ``-e recipe=PATH -e strategy=NAME`` instead of
+``-e lane=NAME``. The inventory says what the nodes are (``lanekit_hardware``, a ``_hardware``
+profile id; ``lanekit_gpus_per_node``, default the profile's) and how many there are (the
+``lane_nodes`` hosts). The choice is checked against them before the recipe compiles (hardware
+that does not match the nodes, a single-node strategy on several hosts, too few nodes or GPUs for
+the strategy's floor), compiled with the node count and GPUs per node of the inventory, and written
+as ``<reports>/<lane>/<lane>.yml`` plus ``<reports>/<lane>/images/<image>/image.yml``: the recipe's
+docker image for that hardware as an image spec that the image-pin lint refuses for deploy until a
+full digest is set. The plan then reads both like a hand-written lane.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import re
+
+try:
+    import yaml
+except ImportError:  # module_utils must import anywhere; recipe lanes are written on the controller
+    yaml = None
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_lane
+from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_rules as R
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice, _runs_on
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import RecipeSource
+
+DIGEST_IN_REF_RE = re.compile(r"^(?P<repo>[^@]+)@(?P<digest>sha256:[0-9a-f]{64})$")
+
+
+@dataclasses.dataclass
+class Cluster:
+    """What the inventory says about the lane's nodes."""
+
+    hosts: list
+    hardware: str | None = None  # lanekit_hardware
+    gpus_per_node: int | None = None  # lanekit_gpus_per_node
+    arch: str = "amd64"  # lanekit_node_arch
+    where: str = "the inventory"
+
+
+def _hardware(src: RecipeSource, choice: Choice, cluster: Cluster) -> str:
+    preset = ((src.recipe.get("presets") or {}).get(choice.preset) or {}) if choice.preset else {}
+    asked = choice.hardware or (preset.get("hardware") if isinstance(preset.get("hardware"), str) else None)
+    if cluster.hardware and cluster.hardware not in PROFILES:
+        raise LanekitError(
+            f"{cluster.where} sets lanekit_hardware to {cluster.hardware!r}, which is not a lanekit hardware profile; "
+            f"use one of {', '.join(sorted(PROFILES))}.")
+    if asked and cluster.hardware and asked != cluster.hardware:
+        raise LanekitError(
+            f"recipe {src.name}: the choice is for {asked} hardware but the nodes of {cluster.where} are "
+            f"{cluster.hardware} (lanekit_hardware), so it cannot run there; plan it with an inventory of {asked} "
+            f"nodes, or choose -e hardware={cluster.hardware}.")
+    hardware = asked or cluster.hardware
+    if not hardware:
+        raise LanekitError(
+            f"recipe {src.name}: no hardware given; set lanekit_hardware in {cluster.where} (one of "
+            f"{', '.join(sorted(PROFILES))}) or pass -e hardware=ID.")
+    if hardware not in PROFILES:
+        raise LanekitError(
+            f"recipe {src.name}: hardware {hardware} has no lanekit hardware profile, so no lane can be planned for "
+            f"it (known: {', '.join(sorted(PROFILES))}); write its commands with recipe-lane.yml -e commands_file=PATH.")
+    return hardware
+
+
+def sized_source(src: RecipeSource, hardware: str, gpus_per_node: int) -> RecipeSource:
+    """``src`` with the hardware's taxonomy profile sized to the inventory's GPUs per node."""
+    profiles = copy.deepcopy(src.profiles)
+    profile = profiles.get(hardware)
+    if not isinstance(profile, dict):
+        raise LanekitError(
+            f"recipe {src.name}: hardware {hardware} is not a profile of {src.root}/taxonomy.yaml, so the recipe "
+            f"cannot be composed for it; add it there or use -e recipe_root=DIR with a tree that has it.")
+    taxonomy_gpus = profile.get("gpu_count") if isinstance(profile.get("gpu_count"), int) else 1
+    if gpus_per_node != taxonomy_gpus:
+        if isinstance(profile.get("vram_gb"), (int, float)):
+            profile["vram_gb"] = profile["vram_gb"] * gpus_per_node / (taxonomy_gpus or 1)
+        profile["gpu_count"] = gpus_per_node
+    return dataclasses.replace(src, profiles=profiles)
+
+
+def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple[RecipeSource, Choice]:
+    """The choice sized to the cluster (hardware, node count, variant), or a one-sentence refusal."""
+    hardware = _hardware(src, choice, cluster)
+    profile = PROFILES[hardware]
+    gpus = cluster.gpus_per_node or profile["gpus_per_node"]
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise LanekitError(f"{cluster.where} sets lanekit_gpus_per_node to {gpus!r}; expected a whole number of at least 1.")
+    if gpus > profile["gpus_per_node"]:
+        raise LanekitError(
+            f"{cluster.where} sets lanekit_gpus_per_node to {gpus}, but a {profile['display_name']} node has "
+            f"{profile['gpus_per_node']} GPUs; lower it or fix lanekit_hardware.")
+    sized = sized_source(src, hardware, gpus)
+    preset = ((src.recipe.get("presets") or {}).get(choice.preset) or {}) if choice.preset else {}
+    strategy = choice.strategy or preset.get("strategy")
+    nodes = len(cluster.hosts)
+    out = dataclasses.replace(choice, hardware=hardware, feature_modes=dict(choice.feature_modes or {}))
+    spec = src.strategies.get(strategy) if isinstance(strategy, str) else None
+    if spec is not None:
+        deploy = spec.get("deploy_type") or "single_node"
+        asked_nodes = choice.nodes if choice.nodes not in (None, "") else None
+        if asked_nodes is not None and str(asked_nodes) != str(nodes):
+            raise LanekitError(
+                f"recipe {src.name}: -e nodes={asked_nodes} disagrees with {cluster.where}, whose group lane_nodes "
+                f"has {nodes} host{'s' if nodes != 1 else ''}; the lane runs on the inventory's nodes, so drop "
+                f"-e nodes or change lane_nodes.")
+        floor = R.min_gpus(src.recipe, strategy, hardware)
+        if deploy == "single_node" and nodes != 1:
+            raise LanekitError(
+                f"recipe {src.name}: strategy {strategy} runs on 1 node but the group lane_nodes of {cluster.where} "
+                f"has {nodes} hosts; list one host there, or choose a multi_node strategy.")
+        if deploy == "multi_node" and (nodes < 2 or nodes * gpus < floor):
+            need = max(2, -(-int(floor) // gpus))
+            raise LanekitError(
+                f"recipe {src.name}: strategy {strategy} on {hardware} needs at least {need} nodes"
+                + (f" ({int(floor)} GPUs)" if floor else "")
+                + f" but {cluster.where} has {nodes} host{'s' if nodes != 1 else ''} in lane_nodes with {gpus} GPUs "
+                f"each ({nodes * gpus} GPUs); add nodes or choose a single_node strategy.")
+        if deploy == "multi_node":
+            out.nodes = nodes
+        elif deploy == "single_node":
+            out.nodes = 1
+        if deploy == "single_node" and floor and gpus < floor:
+            raise LanekitError(
+                f"recipe {src.name}: strategy {strategy} on {hardware} needs at least {int(floor)} GPUs but a node of "
+                f"{cluster.where} has {gpus} (lanekit_gpus_per_node); choose a multi_node strategy.")
+    if out.variant is None and not out.preset:
+        # No variant asked for: the recipe's default for this hardware, else the first variant that
+        # runs on it (the rule presets already follow), so `-e strategy=` alone plans on any hardware.
+        variants = src.recipe.get("variants") or {}
+        raw = (src.recipe.get("meta") or {}).get("default_variant")
+        named = raw if isinstance(raw, str) else R.keyed(raw, sized.profiles.get(hardware) or {}, hardware)
+        if not (isinstance(named, str) and named in variants) and not _runs_on(sized, variants.get("default") or {}, hardware):
+            out.variant = next((key for key, v in variants.items() if _runs_on(sized, v or {}, hardware)), None)
+    return sized, out
+
+
+def compile_for_cluster(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple[RecipeSource, dict]:
+    """(sized source, compiled result) for the cluster; refusals are one sentence."""
+    sized, resolved = cluster_choice(src, choice, cluster)
+    result = compile_recipe(sized, resolved)
+    if result["choice"]["hardware"] != resolved.hardware:  # pragma: no cover - presets are refused on mismatch
+        raise LanekitError(f"recipe {src.name}: the compiled choice is for {result['choice']['hardware']}, "
+                           f"not the inventory's {resolved.hardware}.")
+    return sized, result
+
+
+def image_spec(src: RecipeSource, result: dict, lane: dict, arch: str, previous: dict | None = None) -> dict:
+    """The image spec for the recipe's docker image on this hardware (unpinned unless the ref carries a digest).
+
+    Digests already set in ``previous`` (the spec written before, edited by a user) for the same
+    upstream repository and tag are kept.
+    """
+    ref = _recipe_lane.docker_image(src, result["choice"]["hardware"], result["choice"]["variant"])
+    digests: dict = {}
+    match = DIGEST_IN_REF_RE.match(ref)
+    if match:
+        repository, tag, digests = match["repo"], "pinned", {arch: match["digest"]}
+        if ":" in repository.rsplit("/", 1)[-1]:
+            repository, tag = repository.rsplit(":", 1)
+    elif ":" in ref.rsplit("/", 1)[-1]:
+        repository, tag = ref.rsplit(":", 1)
+    else:
+        repository, tag = ref, "latest"
+    old = (previous or {}).get("upstream") or {}
+    if old.get("repository") == repository and old.get("tag") == tag and isinstance(old.get("digests"), dict):
+        digests = dict(old["digests"], **digests)
+    return {
+        "name": lane["image"],
+        "description": f"The vLLM recipe's image for {result['choice']['hardware']} ({ref}), "
+                       f"written by lanekit for lane {lane['lane']}.",
+        "upstream": {"repository": repository, "tag": tag, "digests": digests},
+        "entrypoint": list(lane["serve"]["entrypoint"]),
+        "patches": [],
+        "lanes": [lane["lane"]],
+    }
+
+
+def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, header: list[str], write,
+                       arch: str = "amd64") -> dict:
+    """Write ``<reports_root>/<lane>/<lane>.yml`` and its image spec; return lane, lanes_dir, images_dir, changed.
+
+    ``write(path, text) -> bool`` writes atomically when the text changed (the action's helper).
+    """
+    name = _recipe_lane.lane_name_for(src, result)
+    lane, comments = _recipe_lane.build_lane(src, result, name)
+    lane_dir = os.path.join(reports_root, name)
+    images_dir = os.path.join(lane_dir, "images")
+    image_path = os.path.join(images_dir, lane["image"], "image.yml")
+    previous = None
+    if os.path.isfile(image_path):
+        with open(image_path, encoding="utf-8") as handle:
+            try:
+                previous = yaml.safe_load(handle)
+            except yaml.YAMLError:
+                previous = None
+    spec = image_spec(src, result, lane, arch, previous if isinstance(previous, dict) else None)
+    comments[("image",)] = (f"the recipe's image {spec['upstream']['repository']}:{spec['upstream']['tag']}, "
+                            f"spec in images/{lane['image']}/image.yml beside this file")
+    text = _recipe_lane.render(lane, comments, header)
+    changed = write(os.path.join(lane_dir, f"{name}.yml"), text)
+    spec_text = ("---\n# Written by lanekit from the vLLM recipe's docker image for this hardware. Pin it: set\n"
+                 f"# lanekit_image_digests['{spec['name']}']['{arch}'] in the inventory to the full digest\n"
+                 f"# (docker buildx imagetools inspect {spec['upstream']['repository']}:{spec['upstream']['tag']}).\n"
+                 + yaml.safe_dump(spec, sort_keys=False, default_flow_style=False))
+    os.makedirs(os.path.dirname(image_path), exist_ok=True)
+    changed = write(image_path, spec_text) or changed
+    return {"lane": name, "lanes_dir": lane_dir, "images_dir": images_dir, "lane_file": os.path.join(lane_dir, f"{name}.yml"),
+            "image_spec": image_path, "changed": changed, "lane_data": lane}

@@ -1,0 +1,46 @@
+"""playbooks/plan-lane.yml -e recipe=... end to end on the controller: the seed's recommended choice planned on an
+example inventory (notes printed, the plan written), and a choice the nodes cannot run failing with its sentence."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.unit.helpers.recipes import REPO, SEED
+
+PLAYBOOK = os.path.join(REPO, "playbooks", "plan-lane.yml")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="ansible-playbook is not beside python")
+
+
+def _plan(inventory, *extra, reports):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    argv = [ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", os.path.join(REPO, "inventories", inventory), "-e", f"recipe={SEED}",
+            "-e", f"lanekit_reports_dir={reports}"]
+    for item in extra:
+        argv += ["-e", item]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_the_h200_inventory_plans_the_seed_tp16_and_prints_its_notes(tmp_path):
+    proc = _plan("h200", "strategy=multi_node_tp", reports=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lane = "mistral-large-4-1t-a52b-fp8-h200-multi-node-tp-2n"
+    assert f"lane {lane} (vllm), plan " in proc.stdout
+    assert "note    H200: two 8-GPU nodes" in proc.stdout and "[image-pin]" in proc.stdout + proc.stderr
+    plan = json.loads((tmp_path / lane / "plan.json").read_text(encoding="utf-8"))
+    assert [r["host"] for r in plan["ranks"]] == ["h200-01", "h200-02"]
+    assert plan["topology"]["tensor_parallel"] == 16
+    assert (tmp_path / lane / f"{lane}.yml").is_file()
+    assert (tmp_path / lane / "images" / "mistral-large-4-1t-a52b-vllm" / "image.yml").is_file()
+
+
+def test_a_choice_for_other_hardware_fails_the_play_with_one_sentence(tmp_path):
+    proc = _plan("h200", "strategy=multi_node_tp", "hardware=gb300", reports=tmp_path)
+    assert proc.returncode != 0
+    assert "the choice is for gb300 hardware but the nodes of inventory" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr and not list(tmp_path.iterdir())
