@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Measure, warm (within a memory budget) or evict one node's page cache of a lane's weights."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

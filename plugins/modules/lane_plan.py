@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Documentation of the lane_plan action (the code is plugins/action/lane_plan.py): the per-rank plan."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Documentation of the lane_wait action (the code is plugins/action/lane_wait.py): the boot wait."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Documentation of the recipe_compile action (the code is plugins/action/recipe_compile.py)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

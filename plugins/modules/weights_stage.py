@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Stage a checkpoint into the weights directory on the staging host: verified, resumable, atomic per file."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""

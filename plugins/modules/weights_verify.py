@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
+"""Check on one node that the staged weights are complete (sizes, layout), without reading them."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
