@@ -202,8 +202,9 @@ def decide(lane: str, engine: str | None, statuses: Mapping[int, RankStatus], in
 def document(verdict: LaneVerdict, statuses: Mapping[int, RankStatus], table: Sequence[str]) -> dict[str, Any]:
     """The JSON document of a status: the verdict, one record per rank and the printed table."""
     rows = []
-    for row, rank in zip(table_rows(statuses), sorted(statuses)):
-        s = statuses[rank]
+    shown = table_rows(statuses)
+    for index, rank in enumerate(sorted(statuses)):
+        s, row = statuses[rank], shown[index]
         rows.append({
             "rank": rank, "host": s.host, "container": s.container, "state": row["state"], "phase": row["phase"],
             "running": s.running, "exit_code": None if s.running else s.exit_code, "oom_killed": s.oom_killed,
