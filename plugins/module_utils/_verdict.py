@@ -119,7 +119,10 @@ def _progress(statuses: Mapping[int, RankStatus]) -> str:
 
 
 def _first_exit(statuses: Mapping[int, RankStatus], stopped: Sequence[int]) -> int:
-    """The rank that stopped first: the oldest exit (node clock ages), then the lowest rank."""
+    """The rank that stopped first: the earliest exit time (the nodes' clocks, synchronised on a
+    cluster), else the oldest exit by age, then the lowest rank."""
+    if all(statuses[r].finished_at is not None for r in stopped):
+        return sorted(stopped, key=lambda r: (statuses[r].finished_at, r))[0]
     return sorted(stopped, key=lambda r: (statuses[r].finished_age_s is None, -(statuses[r].finished_age_s or 0.0),
                                           r))[0]
 

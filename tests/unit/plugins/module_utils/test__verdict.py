@@ -31,7 +31,7 @@ def lane(head_probes=None, **ranks):
 def exited(rank, age, code=1, lines=None):
     status = make_status(rank, lines if lines is not None else fixture_lines("vllm-worker.log"),
                          state="exited", exit_code=code)
-    return dataclasses.replace(status, finished_age_s=age)
+    return dataclasses.replace(status, finished_age_s=age, finished_at=None)
 
 
 def unreachable(rank):
@@ -55,6 +55,14 @@ def test_the_rank_that_exited_first_is_the_cause_with_its_code_and_the_redeploy_
     assert verdict.fix.endswith(f"then: ansible-playbook playbooks/deploy-lane.yml -i inventories/sim -e lane={LANE}")
     assert verdict.signatures[0]["id"] == "container_exited"
     assert "API refuses connections" in verdict.line
+
+
+def test_exit_times_order_the_exits_when_every_rank_has_one():
+    # Ages are taken on each node at a slightly different moment; the exit times are not.
+    first = dataclasses.replace(exited(3, 5.0, 137), finished_at=1000.0)
+    later = dataclasses.replace(exited(1, 7.0), finished_at=1000.2)
+    verdict = v.decide(LANE, "vllm", lane(API_DOWN, r3=first, r1=later))
+    assert verdict.culprits == [3] and "exited first with code 137" in verdict.cause
 
 
 def test_an_exit_with_a_known_failure_line_names_its_signature_and_its_fix():
