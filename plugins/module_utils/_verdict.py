@@ -105,6 +105,11 @@ def deploy_command(lane: str, inventory: str) -> str:
     return f"ansible-playbook playbooks/deploy-lane.yml -i {inventory or 'inventories/<cluster>'} -e lane={lane}"
 
 
+def logs_command(lane: str, inventory: str, rank: int) -> str:
+    return (f"ansible-playbook playbooks/logs-lane.yml -i {inventory or 'inventories/<cluster>'} -e lane={lane} "
+            f"-e ranks={rank}")
+
+
 def _progress(statuses: Mapping[int, RankStatus]) -> str:
     """'r0 loading 37/64 (58%), r1-7 up' plus how long the boot has run."""
     groups: dict[str, list[int]] = {}
@@ -135,6 +140,8 @@ def _exit_cause(statuses: Mapping[int, RankStatus], rank: int, others: Sequence[
         text = f"{where} has no running container ({'never started' if status.state == 'created' else 'removed'})"
         return text, [sigs.derived("container_missing", [rank])]
     text = f"{where} exited first with code {status.exit_code}"
+    if status.exit_code == 137 and not status.oom_killed:
+        text += " (SIGKILL)"
     if status.finished_age_s is not None:
         text += f" {fmt_duration(status.finished_age_s)} ago"
     matches = sigs.collect({rank: status.signatures}) if status.signatures else []
@@ -180,7 +187,11 @@ def decide(lane: str, engine: str | None, statuses: Mapping[int, RankStatus], in
     if stopped:
         first = _first_exit(statuses, stopped)
         cause, matches = _exit_cause(statuses, first, [r for r in stopped if r != first], hosts)
-        fix = matches[0].signature.fix.rstrip(".") + f"; then: {redeploy}"
+        if matches[0].signature.derived:
+            # The wait's fix points at its failure bundle; a status points at the live log.
+            fix = f"read its log: {logs_command(lane, inventory, first)}; then: {redeploy}"
+        else:
+            fix = matches[0].signature.fix.rstrip(".") + f"; then: {redeploy}"
         return LaneVerdict(lane, broken, api=api, cause=cause, fix=fix, culprits=[first],
                            signatures=[m.to_dict() for m in matches])
     if api_ok:

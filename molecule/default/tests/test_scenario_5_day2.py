@@ -110,7 +110,7 @@ def test_status_with_one_rank_killed_names_the_rank_and_exits_non_zero(vllm_serv
     line = verdict_line(proc.stdout)
     assert line.startswith((f"lane {LANE}: down", f"lane {LANE}: degraded"))
     text = flat(proc.stdout)
-    assert f"cause: rank 3 ({victim['host']}) exited first with code 137" in text
+    assert f"cause: rank 3 ({victim['host']}) exited first with code 137 (SIGKILL)" in text
     assert f"deploy-lane.yml -i inventories/sim -e lane={LANE}" in text
     row = next(r for r in ANSI.sub("", proc.stdout).splitlines() if r.startswith("r3 "))
     assert row.split()[3] == "exited(137)" and row.split()[4] == "-", row

@@ -117,3 +117,19 @@ def test_the_coordinator_prints_the_verdict_first_and_writes_the_json_document(t
     again.status({})
     doc = json.loads(path.read_text())
     assert doc["verdict"] == "booting" and doc["ranks"][0]["container"] == "lk-r0"
+
+
+def test_a_node_that_cannot_be_reached_is_named_unreachable_with_the_connections_words(tmp_path, capsys):
+    gone = {"failed": True, "msg": "Module result deserialization failed: No start of json char found",
+            "module_stderr": "Error response from daemon: container 1f2e is not running\n"}
+    follower, _unused = worker(tmp_path, "spark-02", [lambda a: gone])
+    lead, _unused = worker(tmp_path, "spark-01", [lambda a: {
+        "containers": [container("lk-r0", lines_until("sglang-head.log", "32/64"))], "now": 1793342500.0,
+        "api": {"accepts": False}, "health": {}, "meminfo": {}}])
+    follower.status({})
+    verdict = lead.status({})["verdict"]
+    assert verdict["verdict"] == "down" and verdict["unreachable"] == ["spark-02"]
+    assert verdict["cause"] == ("node spark-02 unreachable (r1 unknown): cannot reach spark-02: "
+                                "Error response from daemon: container 1f2e is not running")
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("r1 "))
+    assert row.split()[3] == "unreachable"

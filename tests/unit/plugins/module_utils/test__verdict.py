@@ -50,9 +50,10 @@ def test_the_rank_that_exited_first_is_the_cause_with_its_code_and_the_redeploy_
     statuses = lane(API_DOWN, r3=exited(3, 40.0, 137), r5=exited(5, 12.0), r6=exited(6, 11.0))
     verdict = v.decide(LANE, "vllm", statuses, "inventories/sim")
     assert verdict.verdict == v.DOWN and verdict.culprits == [3]
-    assert verdict.cause.startswith("rank 3 (spark-04) exited first with code 137 40s ago")
+    assert verdict.cause.startswith("rank 3 (spark-04) exited first with code 137 (SIGKILL) 40s ago")
     assert "then r5-6 stopped too" in verdict.cause
-    assert verdict.fix.endswith(f"then: ansible-playbook playbooks/deploy-lane.yml -i inventories/sim -e lane={LANE}")
+    assert verdict.fix == (f"read its log: ansible-playbook playbooks/logs-lane.yml -i inventories/sim -e lane={LANE} "
+                           f"-e ranks=3; then: ansible-playbook playbooks/deploy-lane.yml -i inventories/sim -e lane={LANE}")
     assert verdict.signatures[0]["id"] == "container_exited"
     assert "API refuses connections" in verdict.line
 
