@@ -123,7 +123,7 @@ verdict:
     line: {description: The verdict line as printed., type: str}
     api: {description: The API probe's result in words., type: str}
     progress: {description: The boot's progress (booting only)., type: str}
-    cause: {description: The first cause in time order, when not serving., type: str}
+    cause: {description: "The first cause in time order, when not serving.", type: str}
     fix: {description: The command or step that fixes it., type: str}
     culprits: {description: Node ranks to blame., type: list, elements: int}
     unreachable: {description: Nodes that did not answer., type: list, elements: str}

@@ -109,10 +109,10 @@ def test_the_coordinator_prints_the_verdict_first_and_writes_the_json_document(t
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("lane mistral-large4-nvfp4-8x-sglang: booting | r0 loading 32/64")
     path = tmp_path / "status.json"
+    one_node = dict(TWO_NODES, ranks=TWO_NODES["ranks"][:1], hosts={"spark-01": [0]})
     again, _unused = worker(tmp_path / "again", "spark-01", [lambda a: {
         "containers": [container("lk-r0", head_log)], "now": 1793342500.0, "api": {"accepts": False},
-        "health": {}, "meminfo": {}}], batch=("spark-01",), plan=dict(TWO_NODES, ranks=TWO_NODES["ranks"][:1],
-                                                                       hosts={"spark-01": [0]}))
+        "health": {}, "meminfo": {}}], batch=("spark-01",), plan=one_node)
     again.output = {"format": "json", "file": str(path), "inventory": "inventories/sim"}
     again.status({})
     doc = json.loads(path.read_text())

@@ -39,11 +39,11 @@ def test_ranks_lines_since_and_grep_select_what_is_shown():
 
 
 def test_progress_bars_fold_into_their_last_update_with_a_count():
-    bar = "Loading safetensors checkpoint shards: {p}% Completed | {d}/64 [00:10<00:10, 1.2it/s]"
-    raw = [stamped(1, "start")] + [stamped(2, bar.format(p=p, d=d)) for p, d in ((25, 16), (50, 32), (100, 64))]
+    progress = "Loading safetensors checkpoint shards: {p}% Completed | {d}/64 [00:10<00:10, 1.2it/s]"
+    raw = [stamped(1, "start")] + [stamped(2, progress.format(p=p, d=d)) for p, d in ((25, 16), (50, 32), (100, 64))]
     raw.append(stamped(3, "loaded"))
     folded = lm.merge({(0, "h"): raw})
-    assert [line.text for line in folded] == ["start", bar.format(p=100, d=64), "loaded"]
+    assert [line.text for line in folded] == ["start", progress.format(p=100, d=64), "loaded"]
     assert folded[1].note == "2 earlier progress updates folded"
     assert "[2 earlier progress updates folded]" in folded[1].render()
 
@@ -61,8 +61,10 @@ def test_carriage_return_redraws_show_the_last_drawing():
     assert lm.rank_lines(0, "h", [stamped(1, "10%\r20%\r30%")])[0].text == "30%"
 
 
-@pytest.mark.parametrize(("value", "seconds"), [("90", 90.0), ("30s", 30.0), ("10m", 600.0), ("2h", 7200.0),
-                                                 (None, None), ("", None)])
+DURATIONS = [("90", 90.0), ("30s", 30.0), ("10m", 600.0), ("2h", 7200.0), (None, None), ("", None)]
+
+
+@pytest.mark.parametrize(("value", "seconds"), DURATIONS)
 def test_since_reads_a_duration(value, seconds):
     assert lm.parse_since(value) == seconds
 

@@ -10,8 +10,8 @@ from ansible_collections.lanekit.serving.plugins.modules import node_workloads a
 def rank(lane, r, state="running", code=0, plan="feedface0123456789"):
     return {"Id": f"id-{lane}-{r}", "Name": f"/lanekit-{lane}-r{r}",
             "State": {"Status": state, "Running": state == "running", "ExitCode": code},
-            "Config": {"Image": "lanekit/x:1", "Labels": {"io.lanekit.lane": lane, "io.lanekit.rank": str(r),
-                                                           "io.lanekit.plan-hash": plan}},
+            "Config": {"Image": "lanekit/x:1",
+                       "Labels": {"io.lanekit.lane": lane, "io.lanekit.rank": str(r), "io.lanekit.plan-hash": plan}},
             "HostConfig": {}}
 
 
