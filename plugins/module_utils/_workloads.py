@@ -129,6 +129,15 @@ def classify(host: str, result: Mapping[str, Any]) -> list[Workload]:
     return out
 
 
+def other_lanes(workloads: Sequence[Workload], lane: str) -> list[str]:
+    """'lane L (r3 running)' for each other lane whose rank runs on this node: it holds the GPU."""
+    found: dict[str, list[str]] = {}
+    for w in workloads:
+        if w.kind == "rank" and w.lane != lane and w.state == "running":
+            found.setdefault(w.lane, []).append(f"r{w.rank}")
+    return [f"lane {name} ({', '.join(ranks)} running)" for name, ranks in sorted(found.items())]
+
+
 def overview(found: Mapping[str, Mapping[str, Any] | None]) -> Overview:
     """Every node's result ({host: registered node_workloads result}) as one overview."""
     view = Overview()

@@ -17,6 +17,11 @@ description:
     C(io.lanekit.*) labels) and what else holds the GPUs. Only the docker CLI (through the
     collection's shared wrapper), C(nvidia-smi) and the Python standard library are used.
 options:
+  lane:
+    description:
+      - The lane about to run here. RV(other_lanes) then names every other lane whose rank runs on
+        this node (one lane per GPU; the deploy's preflight refuses the node while one does).
+    type: str
   command_timeout:
     description: Seconds after which one docker command is abandoned.
     type: int
@@ -55,6 +60,11 @@ gpu_processes:
   returned: always
   type: list
   elements: dict
+other_lanes:
+  description: "With O(lane): each other lane with a running rank here, as C(lane NAME (r3 running))."
+  returned: always
+  type: list
+  elements: str
 gpu_query_error:
   description: Why the GPU's processes could not be listed (no C(nvidia-smi), or it failed); empty when they were.
   returned: always
@@ -65,6 +75,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._workloads import classify, other_lanes
 
 GPU_QUERY = ["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"]
 
@@ -117,7 +128,8 @@ def gpu_processes(module: AnsibleModule, ids: dict[str, str]) -> tuple[list[dict
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=dict(command_timeout=dict(type="int", default=30)), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=dict(lane=dict(type="str"), command_timeout=dict(type="int", default=30)),
+                           supports_check_mode=True)
     try:
         docker = DockerCLI(module, timeout=module.params["command_timeout"])
         _rc, out, _err = docker.run(["ps", "-a", "--format", "{{.Names}}"], record=False, what="docker ps")
@@ -127,7 +139,9 @@ def main() -> None:
     containers = [subset(obj) for _name, obj in sorted(found.items())]
     ids = {str(c.get("Id") or ""): str(c.get("Name") or "").lstrip("/") for c in containers}
     apps, error = gpu_processes(module, ids)
-    module.exit_json(changed=False, containers=containers, gpu_processes=apps, gpu_query_error=error)
+    lane = module.params["lane"]
+    busy = other_lanes(classify("", {"containers": containers}), lane) if lane else []
+    module.exit_json(changed=False, containers=containers, gpu_processes=apps, gpu_query_error=error, other_lanes=busy)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def test_logs_of_every_rank_are_merged_in_time_order_and_filtered(vllm_serving):
     assert sum(1 for _t, rank, _h, _x in lines if rank == "0") <= 5
 
 
-def test_cluster_status_shows_both_lanes_and_another_gpu_holder(vllm_serving):
+def test_cluster_status_shows_both_lanes_and_another_gpu_holder_and_a_busy_node_is_refused(vllm_serving):
     image = rank_of(1)["image"]
     node = "lksim-spark-02"
     docker(node, "rm", "-f", f"{OTHER_LANE}-r0", "gpu-hog", check=False)
@@ -97,6 +97,11 @@ def test_cluster_status_shows_both_lanes_and_another_gpu_holder(vllm_serving):
         assert f"lane {LANE}: running, 8/8 ranks running on spark-01, spark-02" in text
         assert f"lane {OTHER_LANE}: running, 1/1 ranks running on spark-02 (plan 0123456789ab)" in text
         assert re.search(r"spark-02 gpu-hog container running NVIDIA_VISIBLE_DEVICES=all", text), text[-3000:]
+        # The same discovery keeps a second lane off a node that runs one (one lane per GPU).
+        refused = run_playbook("deploy_lane.yml")
+        assert refused.returncode != 0
+        assert f"spark-02 already runs lane {OTHER_LANE} (r0 running): one lane per GPU" in flat(refused.stdout)
+        assert all(state == "running" for _id, state in lane_containers().values())
     finally:
         docker(node, "rm", "-f", f"{OTHER_LANE}-r0", "gpu-hog", check=False)
 

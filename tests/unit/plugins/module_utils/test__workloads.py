@@ -73,3 +73,10 @@ def test_the_node_module_reads_nvidia_smi_csv_and_keeps_no_secret_env():
         {"pid": 123, "name": "python3", "used_memory_mib": 2048}, {"pid": 7, "name": "x", "used_memory_mib": None}]
     kept = nw.subset({"Config": {"Env": ["HF_TOKEN=secret", "NVIDIA_VISIBLE_DEVICES=0"]}})
     assert kept["Config"]["Env"] == ["NVIDIA_VISIBLE_DEVICES=0"]
+
+
+def test_only_a_running_rank_of_another_lane_is_in_the_way_of_a_lane():
+    found = wl.classify("spark-01", {"containers": [rank("mine", 0), rank("other", 2), rank("other", 3),
+                                                    rank("old", 1, "exited", 0)]})
+    assert wl.other_lanes(found, "mine") == ["lane other (r2, r3 running)"]
+    assert wl.other_lanes(found, "other") == ["lane mine (r0 running)"]
