@@ -1,23 +1,29 @@
 # Copyright: lanekit developers
 # Apache-2.0
-"""Print a lane's per-rank table once: state, phase read from the log, uptime, restarts, image.
+"""Print a lane's verdict (serving, degraded, down, not deployed, booting) and its per-rank table.
 
-One job: one gathering of every rank's status and the table. Like ``lane_wait`` the task runs on
+One job: one gathering of every rank's status, the verdict and the table (or their JSON). Like ``lane_wait`` the task runs on
 every node of the lane at once; each node's worker reads its own ranks (one
 ``lanekit.serving.rank_status`` run, health probes only, no chat completion) and shares them
-through the controller-side rendezvous; the coordinator (the head's host) prints the table.
+through the controller-side rendezvous; the coordinator (the head's host) decides the verdict
+(``_verdict``) and prints it, then the table. A node that cannot be reached reports its ranks as
+unknown (the worker catches the connection error), so the verdict names it instead of aborting.
 Without a plan, ``lane`` names the lane and its containers are found by their label.
 """
 from __future__ import annotations
 
+import json
+import os
 import time
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
+from ansible_collections.lanekit.serving.plugins.module_utils import _verdict
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootConfig, LaneTracker
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import render_table
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog
 from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane_poll import (
@@ -37,7 +43,22 @@ ARGUMENT_SPEC = dict(
     probe_address=dict(type="str"),
     tail_lines=dict(type="int", default=2000),
     sync_timeout_s=dict(type="float", default=60.0),
+    status_format=dict(type="str", default="text", choices=["text", "json"]),
+    status_file=dict(type="str"),
+    inventory=dict(type="str"),
 )
+
+
+def inventory_name(args: dict, task_vars: dict) -> str:
+    """The inventory to name in the fix command: the argument, else the play's first source."""
+    if args.get("inventory"):
+        return args["inventory"]
+    sources = list(task_vars.get("ansible_inventory_sources") or [])
+    if not sources:
+        return ""
+    path = str(sources[0])
+    rel = os.path.relpath(path) if os.path.isabs(path) else path
+    return path if rel.startswith("..") else rel
 
 
 def status_options(args: dict) -> dict:
@@ -66,11 +87,17 @@ class ActionModule(ActionBase):
             result.update(skipped=True, msg=f"No rank of lane {members.lane} runs on {me}.")
             return result
         rdv = Rendezvous(Rendezvous.default_root(self._task._uuid))
-        return StatusWorker(self, task_vars, plan, members, rdv, **status_options(args)).status(result)
+        output = dict(format=args["status_format"], file=args.get("status_file"),
+                      inventory=inventory_name(args, task_vars))
+        return StatusWorker(self, task_vars, plan, members, rdv, output=output, **status_options(args)).status(result)
 
 
 class StatusWorker(LaneWorker):
-    """One worker's part of a status: report its ranks; the coordinator prints the table."""
+    """One worker's part of a status: report its ranks; the coordinator prints verdict and table."""
+
+    def __init__(self, *args, output: dict | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.output = output or {"format": "text", "file": None, "inventory": ""}
 
     def discover(self) -> dict[int, RankStatus]:
         """Without a plan: the lane's containers on this node, found by their label."""
@@ -97,10 +124,21 @@ class StatusWorker(LaneWorker):
             return result
         every, _unused = self.all_statuses(0)
         tracker = LaneTracker(self.lane, self.engine, BootConfig.from_plan(self.plan), self.rank_hosts)
-        table = render_table(tracker.infer(every), self.lane)
-        for line in table:
-            display.display(line)
+        inferred = tracker.infer(every)
+        table = render_table(inferred, self.lane)
+        verdict = _verdict.decide(self.lane, self.engine, inferred, self.output.get("inventory") or "")
+        doc = _verdict.document(verdict, inferred, table)
+        if self.output.get("format") == "json":
+            text = json.dumps(doc, indent=2, sort_keys=True)
+            if self.output.get("file"):
+                atomic_write(os.path.abspath(self.output["file"]), text + "\n")
+                display.display(verdict.line)
+            else:
+                display.display(text)
+        else:
+            for line in verdict.lines() + table:
+                display.display(line)
         running = sum(1 for s in every.values() if s.running)
         result.update(changed=False, table=table, ranks=[every[k].to_dict() for k in sorted(every)],
-                      msg=f"Lane {self.lane}: {running}/{len(every)} rank containers running.")
+                      verdict=verdict.to_dict(), msg=f"Lane {self.lane}: {running}/{len(every)} rank containers running.")
         return result

@@ -136,19 +136,39 @@ def _plan_match(status: RankStatus) -> str:
     return "current" if have == status.planned_spec_hash else "differs"
 
 
+def table_rows(statuses: Mapping[int, RankStatus]) -> list[dict[str, str]]:
+    """One row per rank (rank order) as the table shows it.
+
+    A rank that is not running shows no phase: its log's last phase is history, not the present.
+    A rank without a report (its node did not answer) is ``unreachable``.
+    """
+    rows = []
+    for rank in sorted(statuses):
+        s = statuses[rank]
+        if s.state == "unknown":
+            state = "unreachable" if s.gather_error else "unknown"
+        elif s.state in _LIVE_STATES:
+            state = s.state
+        else:
+            state = f"{s.state}({s.exit_code})" + (" OOM" if s.oom_killed else "")
+        if s.running:
+            phase = rank_label(s, long=True)
+        elif s.state in ("missing", "created"):
+            phase = LONG[s.state]
+        else:
+            phase = "-"
+        rows.append({
+            "rank": f"r{rank}", "host": s.host, "container": s.container, "state": state, "phase": phase,
+            "uptime": fmt_duration(s.uptime_s) if s.uptime_s is not None else "-",
+            "restarts": str(s.restart_count), "plan": _plan_match(s), "image": s.image or "-",
+        })
+    return rows
+
+
 def render_table(statuses: Mapping[int, RankStatus], lane: str = "") -> list[str]:
     """Per-rank table: rank, host, container, state, phase, uptime, restarts, plan, image."""
     header = ("rank", "host", "container", "state", "phase", "uptime", "restarts", "plan", "image")
-    rows = [header]
-    for rank in sorted(statuses):
-        s = statuses[rank]
-        state = s.state if s.state in _LIVE_STATES else f"{s.state}({s.exit_code})"
-        rows.append((
-            f"r{rank}", s.host, s.container, state,
-            rank_label(s, long=True) if s.running else LONG.get(s.phase, "-"),
-            fmt_duration(s.uptime_s) if s.uptime_s is not None else "-",
-            str(s.restart_count), _plan_match(s), s.image or "-",
-        ))
+    rows = [header] + [tuple(row[key] for key in header) for row in table_rows(statuses)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     out = [f"lane {lane}"] if lane else []
     for row in rows:

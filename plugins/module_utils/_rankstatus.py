@@ -53,6 +53,9 @@ class RankStatus:
     uptime_s: float | None = None
     started_age_s: float | None = None
     finished_age_s: float | None = None
+    # When the container stopped (epoch seconds, the node's clock): orders exits across nodes,
+    # which ages cannot when the ranks stop within the skew of the nodes' report times.
+    finished_at: float | None = None
     # the log's view
     signatures: dict[str, str] = field(default_factory=dict)
     last_exception: str = ""
@@ -154,6 +157,7 @@ def build(
     status.uptime_s = _age(node_now, started) if status.running else None
     status.started_age_s = _age(node_now, started)
     status.finished_age_s = _age(node_now, finished) if not status.running else None
+    status.finished_at = finished if not status.running else None
     found = dict(log.signatures) if log else {}
     if status.error:
         found.update({k: v for k, v in sigs.scan_text(status.error).items() if k not in found})

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: lane_status
-short_description: Print the per-rank table of a lane (state, phase, uptime, restarts, plan match, image)
+short_description: Print a lane's verdict (serving, degraded, down, not deployed, booting) and per-rank table
 version_added: 0.1.0
 description:
   - Controller-side action (this file only documents it). Run it on B(every) node of the lane
@@ -17,6 +17,14 @@ description:
     from its log (rendezvous, loading k/N shards, post-load barrier, KV profiling, graph
     capture, warm-up, up), its uptime and restarts, whether the container carries the plan''s
     spec hash, and its image.'
+  - Before the table, a verdict line (V(serving), V(degraded), V(down), V(not deployed),
+    V(booting) with the boot's progress) with the API probe's result and, when the lane is not
+    serving, the first cause in time order (the rank that exited first, its exit code and known
+    failure signature, or the node that did not answer) and the command that fixes it. The
+    coordinator's result carries it as RV(verdict); the status playbook fails with it when the
+    lane is not serving.
+  - A rank that is not running shows no phase (its log's last phase is history); a node that
+    cannot be reached makes its ranks V(unreachable) instead of ending the task.
   - Sends no traffic to the model beyond the health probes (no chat completion).
 options:
   plan:
@@ -50,6 +58,19 @@ options:
     description: How long the coordinator waits for the other nodes' reports.
     type: float
     default: 60
+  status_format:
+    description:
+      - V(text) prints the verdict and the table; V(json) prints (or writes to O(status_file)) one
+        JSON document with the verdict, one record per rank and the table.
+    type: str
+    choices: [text, json]
+    default: text
+  status_file:
+    description: With O(status_format=json), the controller file to write the document to (else it is printed).
+    type: str
+  inventory:
+    description: Inventory to name in the fix command; defaults to the play's first inventory source.
+    type: str
 notes:
   - Needs one fork per lane node (C(forks) >= nodes) and every lane node in the play batch.
 seealso:
@@ -92,4 +113,19 @@ ranks:
   returned: always
   type: list
   elements: dict
+verdict:
+  description: The lane's verdict.
+  returned: coordinator
+  type: dict
+  contains:
+    verdict: {description: "V(serving), V(degraded), V(down), V(not deployed) or V(booting).", type: str}
+    serving: {description: Whether the verdict is V(serving)., type: bool}
+    line: {description: The verdict line as printed., type: str}
+    api: {description: The API probe's result in words., type: str}
+    progress: {description: The boot's progress (booting only)., type: str}
+    cause: {description: "The first cause in time order, when not serving.", type: str}
+    fix: {description: The command or step that fixes it., type: str}
+    culprits: {description: Node ranks to blame., type: list, elements: int}
+    unreachable: {description: Nodes that did not answer., type: list, elements: str}
+    signatures: {description: Known failure signatures of the first cause., type: list, elements: dict}
 """

@@ -269,6 +269,10 @@ class LaneWorker:
         except AnsibleError as exc:
             return None, f"cannot reach {self.me}: {to_text(exc).splitlines()[0]}"
         if res.get("failed") or res.get("unreachable"):
+            # When the node is gone the module prints nothing; the connection's own words say why.
+            stderr = [line for line in to_text(res.get("module_stderr") or "").splitlines() if line.strip()]
+            if stderr and "deserialization failed" in to_text(res.get("msg") or ""):
+                return None, f"cannot reach {self.me}: {stderr[-1].strip()}"
             return None, to_text(res.get("msg") or "rank_status failed").splitlines()[0]
         return res, ""
 

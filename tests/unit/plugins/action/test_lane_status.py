@@ -3,6 +3,7 @@
 """The lane_status action: its arguments, one gathering on every node, the coordinator's table."""
 from __future__ import annotations
 
+import json
 import os
 
 import yaml
@@ -91,3 +92,44 @@ def test_without_a_plan_the_lanes_containers_are_found_by_label(tmp_path):
     assert result["table"][2].split()[:4] == ["r3", "spark-04", "lk-r3", "running"]
     assert result["ranks"][0]["engine"] == "vllm"
     assert os.path.isdir(tmp_path / "rdv")
+
+
+def test_the_coordinator_prints_the_verdict_first_and_writes_the_json_document(tmp_path, capsys):
+    worker_log = fixture_lines("sglang-worker.log")
+    head_log = lines_until("sglang-head.log", "32/64")
+    follower, _unused = worker(tmp_path, "spark-02", [lambda a: {
+        "containers": [container("lk-r1", worker_log)], "now": 1793342500.0,
+        "health": {"lk-r1": {"status": 200}}, "meminfo": {}}])
+    lead, _unused = worker(tmp_path, "spark-01", [lambda a: {
+        "containers": [container("lk-r0", head_log)], "now": 1793342500.0, "api": {"accepts": False},
+        "health": {}, "meminfo": {}}])
+    follower.status({})
+    result = lead.status({})
+    assert result["verdict"]["verdict"] == "booting" and not result["verdict"]["serving"]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("lane mistral-large4-nvfp4-8x-sglang: booting | r0 loading 32/64")
+    path = tmp_path / "status.json"
+    one_node = dict(TWO_NODES, ranks=TWO_NODES["ranks"][:1], hosts={"spark-01": [0]})
+    again, _unused = worker(tmp_path / "again", "spark-01", [lambda a: {
+        "containers": [container("lk-r0", head_log)], "now": 1793342500.0, "api": {"accepts": False},
+        "health": {}, "meminfo": {}}], batch=("spark-01",), plan=one_node)
+    again.output = {"format": "json", "file": str(path), "inventory": "inventories/sim"}
+    again.status({})
+    doc = json.loads(path.read_text())
+    assert doc["verdict"] == "booting" and doc["ranks"][0]["container"] == "lk-r0"
+
+
+def test_a_node_that_cannot_be_reached_is_named_unreachable_with_the_connections_words(tmp_path, capsys):
+    gone = {"failed": True, "msg": "Module result deserialization failed: No start of json char found",
+            "module_stderr": "Error response from daemon: container 1f2e is not running\n"}
+    follower, _unused = worker(tmp_path, "spark-02", [lambda a: gone])
+    lead, _unused = worker(tmp_path, "spark-01", [lambda a: {
+        "containers": [container("lk-r0", lines_until("sglang-head.log", "32/64"))], "now": 1793342500.0,
+        "api": {"accepts": False}, "health": {}, "meminfo": {}}])
+    follower.status({})
+    verdict = lead.status({})["verdict"]
+    assert verdict["verdict"] == "down" and verdict["unreachable"] == ["spark-02"]
+    assert verdict["cause"] == ("node spark-02 unreachable (r1 unknown): cannot reach spark-02: "
+                                "Error response from daemon: container 1f2e is not running")
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("r1 "))
+    assert row.split()[3] == "unreachable"

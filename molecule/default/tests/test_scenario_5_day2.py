@@ -1,0 +1,182 @@
+"""Day-2 operations on the simulated cluster: a status that answers "is it serving?" with a
+verdict and an exit code (serving, one rank killed, one node stopped, torn down), its JSON, the
+logs of every rank merged in time order (live and from the teardown archive), and what runs
+where with a second lane's container present. Each test sets up what it needs (conftest.py);
+the tests that break the lane run last, so the lane is deployed at most once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+from simlib import (ANSI, LANE, ROOT, assert_no_traceback, docker, flat, lane_containers, plan, record_timing,
+                    run_playbook)
+
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) r(\d+) (spark-\d\d) \| (.*)$")
+OTHER_LANE = "day2-other-lane"
+
+
+def verdict_line(output: str) -> str:
+    """The status's first printed line ('lane L: <verdict> | ...')."""
+    text = ANSI.sub("", output)
+    found = re.search(rf"^lane {re.escape(LANE)}: .*$", text, re.MULTILINE)
+    assert found, f"no verdict line in:\n{text[-3000:]}"
+    print("VERDICT:", found.group(0))
+    return found.group(0)
+
+
+@pytest.fixture()
+def lane_serving(vllm_serving):
+    """The lane answers as serving: eight running containers are not enough when an earlier
+    scenario left them hung or on another plan (the status says so), so redeploy then."""
+    if run_playbook("status_lane.yml").returncode != 0:
+        proc = run_playbook("deploy_lane.yml", timeout=1500)
+        assert proc.returncode == 0, "setting up: the vLLM lane did not deploy"
+
+
+def status(extra: list[str] | None = None):
+    proc = run_playbook("status_lane.yml", extra=extra)
+    assert_no_traceback(proc.stdout)
+    record_timing("status_lane", proc.seconds, f"rc {proc.returncode}")
+    return proc
+
+
+def status_json(tmp_path, name: str) -> dict:
+    path = tmp_path / f"{name}.json"
+    status(["-e", "status_format=json", "-e", f"status_file={path}"])
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def log_lines(output: str) -> list[tuple[str, int, str, str]]:
+    return [m.groups() for m in (LOG_LINE.match(line) for line in ANSI.sub("", output).splitlines()) if m]
+
+
+def rank_of(rank: int) -> dict:
+    return next(r for r in plan()["ranks"] if r["node_rank"] == rank)
+
+
+def test_status_of_a_serving_lane_says_serving_and_exits_0_in_seconds(lane_serving, tmp_path):
+    proc = status()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert verdict_line(proc.stdout) == f"lane {LANE}: serving | API /health 200, model listed"
+    assert proc.seconds < 30, f"a status took {proc.seconds:.0f} s"
+    doc = status_json(tmp_path, "serving")
+    assert doc["verdict"] == "serving" and doc["serving"] is True and doc["version"] == 1
+    assert [r["rank"] for r in doc["ranks"]] == list(range(8))
+    assert all(r["state"] == "running" and r["exit_code"] is None for r in doc["ranks"])
+    assert doc["table"][0] == f"lane {LANE}"
+
+
+def test_logs_of_every_rank_are_merged_in_time_order_and_filtered(lane_serving):
+    proc = run_playbook("logs_lane.yml", extra=["-e", "lines=20"])
+    assert proc.returncode == 0
+    record_timing("logs_lane", proc.seconds)
+    lines = log_lines(proc.stdout)
+    assert {rank for _t, rank, _h, _x in lines} == {str(r) for r in range(8)}
+    stamps = [t for t, _r, _h, _x in lines]
+    assert stamps == sorted(stamps), "the ranks' lines are not merged in time order"
+    assert all(host == rank_of(int(rank))["host"] for _t, rank, host, _x in lines)
+
+    picked = run_playbook("logs_lane.yml", extra=["-e", "ranks=0,3", "-e", "grep=INFO", "-e", "lines=5"])
+    assert picked.returncode == 0
+    lines = log_lines(picked.stdout)
+    assert lines and {rank for _t, rank, _h, _x in lines} == {"0", "3"}
+    assert all("INFO" in text for _t, _r, _h, text in lines)
+    assert sum(1 for _t, rank, _h, _x in lines if rank == "0") <= 5
+
+
+def test_cluster_status_shows_both_lanes_and_another_gpu_holder_and_a_busy_node_is_refused(lane_serving):
+    image = rank_of(1)["image"]
+    node = "lksim-spark-02"
+    docker(node, "rm", "-f", f"{OTHER_LANE}-r0", "gpu-hog", check=False)
+    try:
+        docker(node, "run", "-d", "--name", f"{OTHER_LANE}-r0", "--label", f"io.lanekit.lane={OTHER_LANE}",
+               "--label", "io.lanekit.rank=0", "--label", "io.lanekit.plan-hash=0123456789abcdef",
+               "--entrypoint", "sleep", image, "600")
+        docker(node, "run", "-d", "--name", "gpu-hog", "-e", "NVIDIA_VISIBLE_DEVICES=all", "--entrypoint", "sleep",
+               image, "600")
+        proc = run_playbook("cluster_status.yml")
+        record_timing("cluster_status", proc.seconds)
+        assert proc.returncode == 0
+        text = flat(proc.stdout)
+        assert f"lane {LANE}: running, 8/8 ranks running on spark-01, spark-02" in text
+        assert f"lane {OTHER_LANE}: running, 1/1 ranks running on spark-02 (plan 0123456789ab)" in text
+        assert re.search(r"spark-02 gpu-hog container running NVIDIA_VISIBLE_DEVICES=all", text), text[-3000:]
+        # The same discovery keeps a second lane off a node that runs one (one lane per GPU).
+        refused = run_playbook("deploy_lane.yml")
+        assert refused.returncode != 0
+        assert f"spark-02 already runs lane {OTHER_LANE} (r0 running): one lane per GPU" in flat(refused.stdout)
+        assert all(state == "running" for _id, state in lane_containers().values())
+    finally:
+        docker(node, "rm", "-f", f"{OTHER_LANE}-r0", "gpu-hog", check=False)
+
+
+def test_status_with_one_rank_killed_names_the_rank_and_exits_non_zero(lane_serving, tmp_path):
+    victim = rank_of(3)
+    docker(f"lksim-{victim['host']}", "kill", victim["container_name"])
+    time.sleep(3)
+    proc = status()
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    line = verdict_line(proc.stdout)
+    assert line.startswith((f"lane {LANE}: down", f"lane {LANE}: degraded"))
+    text = flat(proc.stdout)
+    assert f"cause: rank 3 ({victim['host']}) exited first with code 137 (SIGKILL)" in text
+    assert f"deploy-lane.yml -i inventories/sim -e lane={LANE}" in text
+    row = next(r for r in ANSI.sub("", proc.stdout).splitlines() if r.startswith("r3 "))
+    assert row.split()[3] == "exited(137)" and row.split()[4] == "-", row
+    doc = status_json(tmp_path, "killed")
+    assert doc["verdict"] in ("down", "degraded") and doc["culprits"] == [3]
+    assert doc["signatures"][0]["id"] in ("container_exited", "oom_killed")
+    assert doc["ranks"][3]["exit_code"] == 137
+
+
+def wait_node(node: str, up: bool, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ok = subprocess.run(["docker", "exec", node, "docker", "info"], capture_output=True, check=False).returncode == 0
+        if ok == up:
+            return
+        time.sleep(1)
+    raise AssertionError(f"{node} did not come {'up' if up else 'down'} in {timeout:.0f} s")
+
+
+def test_status_with_a_node_stopped_names_the_node_unreachable(vllm_present):
+    host = rank_of(2)["host"]
+    subprocess.run(["docker", "stop", f"lksim-{host}"], check=True, capture_output=True)
+    try:
+        proc = status()
+        assert proc.returncode == 2, proc.stdout[-3000:]
+        line = verdict_line(proc.stdout)
+        assert line.startswith(f"lane {LANE}: down")
+        text = flat(proc.stdout)
+        assert f"cause: node {host} unreachable (r2 unknown)" in text
+        assert f"fix: bring {host} back" in text
+        row = next(r for r in ANSI.sub("", proc.stdout).splitlines() if r.startswith("r2 "))
+        assert row.split()[3] == "unreachable", row
+    finally:
+        subprocess.run(["docker", "start", f"lksim-{host}"], check=True, capture_output=True)
+        wait_node(f"lksim-{host}", up=True)
+
+
+def test_a_torn_down_lane_is_not_deployed_and_its_archived_logs_read_back(vllm_present):
+    down = run_playbook("teardown_lane.yml", extra=["-e", "teardown_remove=true"])
+    assert down.returncode == 0
+    assert lane_containers() == {}
+    proc = status()
+    assert proc.returncode == 2
+    assert verdict_line(proc.stdout) == f"lane {LANE}: not deployed"
+    assert f"fix: ansible-playbook playbooks/deploy-lane.yml -i inventories/sim -e lane={LANE}" in flat(proc.stdout)
+
+    archived = run_playbook("logs_lane.yml", extra=["-e", "from_archive=latest", "-e", "lines=3"])
+    assert archived.returncode == 0
+    assert re.search(rf"logs of lane {re.escape(LANE)} \({re.escape(os.path.join(ROOT, 'reports', LANE))}/\d{{8}}T\d{{6}}Z"
+                     r"-teardown\)", flat(archived.stdout)), archived.stdout[-2000:]
+    lines = log_lines(archived.stdout)
+    assert {rank for _t, rank, _h, _x in lines} == {str(r) for r in range(8)}
+    stamps = [t for t, _r, _h, _x in lines]
+    assert stamps == sorted(stamps)

@@ -1,0 +1,135 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""The status verdict: serving, degraded, down, not deployed, booting; the first cause and its fix."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _boot as boot
+from ansible_collections.lanekit.serving.plugins.module_utils import _boot_report as report
+from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
+from ansible_collections.lanekit.serving.plugins.module_utils import _verdict as v
+from tests.unit.helpers.ranklogs import fixture_lines, lines_until, make_status
+
+LANE = "mistral-large4-nvfp4-8x-vllm"
+HOSTS = {r: f"spark-{r + 1:02d}" for r in range(8)}
+API_OK = {"api": {"accepts": True, "health_status": 200, "model_listed": True}}
+API_DOWN = {"api": {"accepts": False, "error": "connection refused"}}
+
+
+def lane(head_probes=None, **ranks):
+    """A serving vLLM lane (API answering); ``rN=status`` replaces rank N."""
+    statuses = {0: make_status(0, fixture_lines("vllm-head.log"), probes=head_probes or API_OK)}
+    for r in range(1, 8):
+        statuses[r] = make_status(r, fixture_lines("vllm-worker.log"))
+    for key, status in ranks.items():
+        statuses[int(key[1:])] = status
+    return boot.LaneTracker(LANE, "vllm", boot.BootConfig(), HOSTS).infer(statuses)
+
+
+def exited(rank, age, code=1, lines=None):
+    status = make_status(rank, lines if lines is not None else fixture_lines("vllm-worker.log"),
+                         state="exited", exit_code=code)
+    return dataclasses.replace(status, finished_age_s=age, finished_at=None)
+
+
+def unreachable(rank):
+    spec = {"node_rank": rank, "host": HOSTS[rank], "role": "worker", "container_name": f"lanekit-lane-r{rank}"}
+    return rankstatus.build(spec, None, None, 0.0, gather_error=f"cannot reach {HOSTS[rank]}: no route")
+
+
+def test_a_lane_whose_ranks_run_and_whose_api_answers_is_serving():
+    verdict = v.decide(LANE, "vllm", lane(), "inventories/sim")
+    assert verdict.verdict == v.SERVING and verdict.serving
+    assert verdict.line == f"lane {LANE}: serving | API /health 200, model listed"
+    assert verdict.lines() == [verdict.line] and not verdict.cause
+
+
+def test_the_rank_that_exited_first_is_the_cause_with_its_code_and_the_redeploy_command():
+    statuses = lane(API_DOWN, r3=exited(3, 40.0, 137), r5=exited(5, 12.0), r6=exited(6, 11.0))
+    verdict = v.decide(LANE, "vllm", statuses, "inventories/sim")
+    assert verdict.verdict == v.DOWN and verdict.culprits == [3]
+    assert verdict.cause.startswith("rank 3 (spark-04) exited first with code 137 (SIGKILL) 40s ago")
+    assert "then r5-6 stopped too" in verdict.cause
+    assert verdict.fix == (f"read its log: ansible-playbook playbooks/logs-lane.yml -i inventories/sim -e lane={LANE} "
+                           f"-e ranks=3; then: ansible-playbook playbooks/deploy-lane.yml -i inventories/sim -e lane={LANE}")
+    assert verdict.signatures[0]["id"] == "container_exited"
+    assert "API refuses connections" in verdict.line
+
+
+def test_exit_times_order_the_exits_when_every_rank_has_one():
+    # Ages are taken on each node at a slightly different moment; the exit times are not.
+    first = dataclasses.replace(exited(3, 5.0, 137), finished_at=1000.0)
+    later = dataclasses.replace(exited(1, 7.0), finished_at=1000.2)
+    verdict = v.decide(LANE, "vllm", lane(API_DOWN, r3=first, r1=later))
+    assert verdict.culprits == [3] and "exited first with code 137" in verdict.cause
+
+
+def test_an_exit_with_a_known_failure_line_names_its_signature_and_its_fix():
+    failed = exited(4, 30.0, 1, fixture_lines("sglang-g1-scale-c.log"))
+    verdict = v.decide(LANE, "vllm", lane(API_DOWN, r4=failed))
+    assert "signature [fusedmoe_g1_scale_c]" in verdict.cause
+    assert "--moe-runner-backend flashinfer_cutlass" in verdict.fix
+    assert "-i inventories/<cluster>" in verdict.fix
+
+
+def test_a_lane_whose_api_still_answers_with_a_rank_gone_is_degraded():
+    verdict = v.decide(LANE, "vllm", lane(r7=exited(7, 3.0, 137)))
+    assert verdict.verdict == v.DEGRADED and not verdict.serving
+    assert "rank 7 (spark-08) exited first with code 137" in verdict.cause
+
+
+def test_an_unreachable_node_is_named_before_the_ranks_that_stopped_after_it():
+    statuses = lane(API_DOWN, r2=unreachable(2), r0=exited(0, 5.0), r1=exited(1, 6.0))
+    verdict = v.decide(LANE, "vllm", statuses, "inventories/sim")
+    assert verdict.verdict == v.DOWN and verdict.unreachable == ["spark-03"]
+    assert verdict.cause.startswith("node spark-03 unreachable (r2 unknown): cannot reach spark-03")
+    assert "r0-1 stopped since" in verdict.cause
+    assert verdict.fix.startswith("bring spark-03 back")
+
+
+def test_a_lane_without_any_container_is_not_deployed():
+    missing = {r: rankstatus.build({"node_rank": r, "host": HOSTS[r], "container_name": f"c{r}"}, None, None, 0.0)
+               for r in range(8)}
+    verdict = v.decide(LANE, "vllm", missing)
+    assert verdict.verdict == v.NOT_DEPLOYED and "deploy-lane.yml" in verdict.fix
+    assert v.decide(LANE, "vllm", {}).verdict == v.NOT_DEPLOYED
+
+
+def test_a_removed_rank_container_makes_the_lane_down_and_names_it():
+    gone = rankstatus.build({"node_rank": 5, "host": "spark-06", "container_name": "c5"}, None, None, 0.0)
+    verdict = v.decide(LANE, "vllm", lane(API_DOWN, r5=gone))
+    assert verdict.verdict == v.DOWN and "rank 5 (spark-06) has no running container (removed)" in verdict.cause
+
+
+def test_a_loading_lane_is_booting_with_its_progress():
+    statuses = {0: make_status(0, lines_until("vllm-head.log", "16/64"))}
+    for r in range(1, 8):
+        statuses[r] = make_status(r, lines_until("vllm-worker.log", "is assigned as DP rank"))
+    verdict = v.decide(LANE, "vllm", statuses)
+    assert verdict.verdict == v.BOOTING and verdict.line.startswith(f"lane {LANE}: booting | r0 loading 16/64")
+    assert "since the first rank started" in verdict.progress
+
+
+def test_a_head_that_logged_up_but_whose_api_fails_is_down():
+    verdict = v.decide(LANE, "vllm", lane({"api": {"accepts": True, "health_status": 503}}))
+    assert verdict.verdict == v.DOWN and "/health answered 503" in verdict.cause
+
+
+def test_the_table_shows_no_stale_phase_for_an_exited_rank_and_names_an_unreachable_node():
+    rows = report.table_rows(lane(API_DOWN, r3=exited(3, 4.0), r2=unreachable(2)))
+    assert rows[3]["state"] == "exited(1)" and rows[3]["phase"] == "-"
+    assert rows[2]["state"] == "unreachable" and rows[2]["phase"] == "-"
+
+
+def test_the_json_document_carries_the_verdict_every_rank_and_the_table():
+    statuses = lane(API_DOWN, r3=exited(3, 4.0))
+    verdict = v.decide(LANE, "vllm", statuses)
+    doc = json.loads(json.dumps(v.document(verdict, statuses, report.render_table(statuses, LANE))))
+    assert doc["version"] == 1 and doc["verdict"] == "down" and doc["serving"] is False
+    assert set(doc) >= {"lane", "line", "api", "cause", "fix", "culprits", "unreachable", "signatures", "ranks", "table"}
+    assert [r["rank"] for r in doc["ranks"]] == list(range(8))
+    assert doc["ranks"][3]["exit_code"] == 1 and doc["ranks"][3]["phase"] == "-"
+    assert doc["ranks"][0]["exit_code"] is None and doc["ranks"][0]["state"] == "running"
+    assert doc["table"][0] == f"lane {LANE}"
