@@ -65,7 +65,7 @@ def test_a_changed_secret_moves_every_spec_hash():
     one, two = keyed(env={"HF_TOKEN": TOKEN}), keyed(env={"HF_TOKEN": TOKEN + "x"})
     base, _unused = plan(VLLM)
     assert one["plan_hash"] != two["plan_hash"] != base["plan_hash"]
-    assert all(a["spec_hash"] != b["spec_hash"] for a, b in zip(one["ranks"], two["ranks"]))
+    assert all(a["spec_hash"] != b["spec_hash"] for a, b in zip(one["ranks"], two["ranks"], strict=True))
     assert keyed(env={"HF_TOKEN": TOKEN})["plan_hash"] == one["plan_hash"]
 
 

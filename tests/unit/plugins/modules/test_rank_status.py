@@ -126,3 +126,23 @@ def test_a_bundle_dir_of_another_user_is_refused(tmp_path):
     os.chown(theirs, 4242, 4242)
     with pytest.raises(LanekitError, match="belongs to uid 4242"):
         rs.write_bundle(docker, str(theirs), [], {}, "")
+
+
+def test_bundle_files_and_returned_lines_hold_no_secret(tmp_path):
+    key, token = "sk-bundle-key-123", "hf_bundleTOKEN456"
+    obj = _container("r0", 0)
+    obj["Config"]["Env"] = ["PATH=/bin", f"HF_TOKEN={token}", f"SGL_CUSTOM={token}", f"VLLM_API_KEY={key}"]
+    obj["Args"] = ["-c", 'exec "$@" --api-key "$LANEKIT_API_KEY"', "x", "--api-key", key]
+    log = f"2026-10-30T06:00:01.000000000Z server_args=ServerArgs(api_key='{key}')\n"
+    docker, _module = _docker_in_memory({"r0": obj}, {"r0": (log, "")})
+    docker.write_log = lambda name, path: open(path, "w").write(log)
+    params = dict(PARAMS, containers=["r0"], bundle_dir=str(tmp_path / "b"), api_key=key, secret_values=[token],
+                  secret_env_names=["SGL_CUSTOM"])
+    result = rs.status(docker, params)
+    for path in result["bundle_files"]:
+        text = open(path, encoding="utf-8").read()
+        assert key not in text and token not in text, path
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    inspect = json.load(open(result["bundle_files"][0], encoding="utf-8"))
+    assert "PATH=/bin" in inspect["Config"]["Env"] and "SGL_CUSTOM=********" in inspect["Config"]["Env"]
+    assert key not in json.dumps(result)
