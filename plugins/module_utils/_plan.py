@@ -310,6 +310,9 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             f"{LABEL}.image": image["ref"],
             f"{LABEL}.content-hash": image["content_hash"],
         }
+        if secret_record:
+            # Names only: rank_status and teardown archives redact these variables' values by this label.
+            spec["labels"][f"{LABEL}.secret-env"] = ",".join(spec["secret_env_names"])
         ranks.append(spec)
     plan_hash = _hash([r["spec_hash"] for r in ranks])
     for spec in ranks:

@@ -177,7 +177,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import parse_meminfo
 from ansible_collections.lanekit.serving.plugins.module_utils._probes import http_get, probe_api
-from ansible_collections.lanekit.serving.plugins.module_utils._redact import redact_inspect, redact_text
+from ansible_collections.lanekit.serving.plugins.module_utils._redact import redact_inspect, redact_text, secretish
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 # The plan labels containers io.lanekit.<key>; plain lanekit.<key> is read too.
@@ -313,6 +313,20 @@ def redact_file(path: str, values: list[str]) -> None:
     os.replace(tmp, path)
 
 
+def container_secrets(obj: dict) -> tuple[list[str], list[str]]:
+    """(names, values) of a container's secret variables: those its io.lanekit.secret-env label names
+    (the lane's env file) and every key-like one, with their values read from its Config.Env."""
+    config = obj.get("Config") or {}
+    names = set(filter(None, (label(config.get("Labels"), "secret-env") or "").split(",")))
+    values = []
+    for item in config.get("Env") or []:
+        name, _sep, value = str(item).partition("=")
+        if name in names or secretish(name):
+            names.add(name)
+            values.append(value)
+    return sorted(names), [v for v in values if v]
+
+
 def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, meminfo_text: str,
                  params: dict | None = None) -> list[str]:
     """Each container's inspect object (redacted) and full log, and the node's meminfo, under ``bundle``."""
@@ -326,13 +340,14 @@ def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, 
         obj = found.get(name)
         if obj is None:
             continue
+        own_names, own_values = container_secrets(obj)
         path = os.path.join(bundle, f"{name}.inspect.json")
         # The whole Config.Env and argv would carry the secret env file's values and any key flag.
-        atomic_write(path, json.dumps(redact_inspect(obj, env_names, values), indent=2, sort_keys=True), mode=0o600)
+        atomic_write(path, json.dumps(redact_inspect(obj, env_names + own_names, values + own_values), indent=2, sort_keys=True), mode=0o600)
         files.append(path)
         path = os.path.join(bundle, f"{name}.log")
         docker.write_log(name, path)
-        redact_file(path, values)
+        redact_file(path, values + own_values)
         files.append(path)
     path = os.path.join(bundle, "meminfo.txt")
     atomic_write(path, meminfo_text, mode=0o600)
@@ -358,9 +373,10 @@ def status(docker: DockerCLI, params: dict) -> dict:
     if params["bundle_dir"]:
         result["bundle_files"] = write_bundle(docker, params["bundle_dir"], names, found, meminfo_text, params)
     values = [v for v in list(params.get("secret_values") or []) + [params.get("api_key") or ""] if v]
-    if values:
-        for entry in result["containers"]:
-            entry["lines"] = [redact_text(line, values) for line in entry["lines"]]
+    for entry in result["containers"]:
+        own = container_secrets(found.get(entry["name"]) or {})[1]
+        if values or own:
+            entry["lines"] = [redact_text(line, values + own) for line in entry["lines"]]
     result["now"] = time.time()
     return result
 

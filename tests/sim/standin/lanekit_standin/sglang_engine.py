@@ -324,6 +324,7 @@ class SglangRank(RankBase):
                                   auto_tool_choice=True, nnodes=self.nnodes, metrics_enabled=bool(a.enable_metrics),
                                   access_log=lambda line: emit(self.line(line)),
                                   extra_info={"tp_size": self.tp, "architectures": [self.architecture()]})
+            self.state.api_key = a.api_key or None  # SGLang takes its key only as --api-key
             handler = handler_for(self.state)
         else:
             self.state = ApiState(engine="sglang", version=SGLANG_VERSION, served_names=[self.served_name],

@@ -146,3 +146,16 @@ def test_bundle_files_and_returned_lines_hold_no_secret(tmp_path):
     inspect = json.load(open(result["bundle_files"][0], encoding="utf-8"))
     assert "PATH=/bin" in inspect["Config"]["Env"] and "SGL_CUSTOM=********" in inspect["Config"]["Env"]
     assert key not in json.dumps(result)
+
+
+def test_a_container_names_its_own_secrets_so_an_archive_without_arguments_redacts_them(tmp_path):
+    token = "plain-looking-value-77"
+    obj = _container("r0", 0)
+    obj["Config"]["Labels"]["io.lanekit.secret-env"] = "DB_URL,VLLM_API_KEY"
+    obj["Config"]["Env"] = ["PATH=/bin", f"DB_URL={token}", "VLLM_API_KEY=sk-own-key-1"]
+    log = f"2026-10-30T06:00:01.000000000Z connecting to {token} with sk-own-key-1\n"
+    docker, _module = _docker_in_memory({"r0": obj}, {"r0": (log, "")})
+    docker.write_log = lambda name, path: open(path, "w").write(log)
+    result = rs.status(docker, dict(PARAMS, containers=["r0"], bundle_dir=str(tmp_path / "b")))
+    text = json.dumps(result) + "".join(open(p, encoding="utf-8").read() for p in result["bundle_files"])
+    assert token not in text and "sk-own-key-1" not in text and "PATH=/bin" in text
