@@ -501,16 +501,18 @@ def write_plan_file(path: str, plan: dict) -> bool:
         try:
             with open(path, encoding="utf-8") as handle:
                 if handle.read() == content:
+                    os.chmod(path, 0o600)  # a plan written by an older lanekit was world-readable
                     return False
         except (OSError, UnicodeDecodeError):
             pass  # rewritten below, or the write says why not
     try:
-        os.makedirs(parent, exist_ok=True)
+        os.makedirs(parent, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise LanekitError(f"{where} cannot be written: its directory {parent} cannot be created "
                            f"({exc.strerror or exc}).") from None
     try:
-        atomic_write(path, content)
+        # Reports are the operator's: the plan names hosts, paths and the secrets' names.
+        atomic_write(path, content, mode=0o600)
     except OSError as exc:
         raise LanekitError(f"{where} cannot be written in {parent}: {exc.strerror or exc}.") from None
     return True

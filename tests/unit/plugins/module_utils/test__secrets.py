@@ -123,3 +123,22 @@ def test_redaction_of_inspect_argv_and_text():
     assert "PATH=/bin" in out["Config"]["Env"] and out["Args"][:3] == ["--model", "m", "--api-key"]
     assert _redact.redact_text(f"server_args=ServerArgs(api_key='{KEY}')", [KEY, "ab"]) == \
         "server_args=ServerArgs(api_key='********')"
+
+
+def test_the_plan_file_is_private(tmp_path):
+    import os
+    import stat
+
+    from ansible_collections.lanekit.serving.plugins.module_utils._plan import write_plan_file
+    path = tmp_path / "reports" / "lane" / "plan.json"
+    assert write_plan_file(str(path), {"lane": "x"})
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    os.chmod(path, 0o644)
+    assert not write_plan_file(str(path), {"lane": "x"})
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_ranks_carry_the_names_of_their_secrets_as_a_label():
+    result = keyed(env={"HF_TOKEN": TOKEN})
+    assert result["ranks"][0]["labels"]["io.lanekit.secret-env"] == "HF_TOKEN,VLLM_API_KEY"
