@@ -343,7 +343,8 @@ def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, 
         own_names, own_values = container_secrets(obj)
         path = os.path.join(bundle, f"{name}.inspect.json")
         # The whole Config.Env and argv would carry the secret env file's values and any key flag.
-        atomic_write(path, json.dumps(redact_inspect(obj, env_names + own_names, values + own_values), indent=2, sort_keys=True), mode=0o600)
+        clean = redact_inspect(obj, env_names + own_names, values + own_values)
+        atomic_write(path, json.dumps(clean, indent=2, sort_keys=True), mode=0o600)
         files.append(path)
         path = os.path.join(bundle, f"{name}.log")
         docker.write_log(name, path)
@@ -396,7 +397,7 @@ def main() -> None:
             command_timeout=dict(type="int", default=60),
             api_key=dict(type="str", no_log=True),
             secret_values=dict(type="list", elements="str", default=[], no_log=True),
-            secret_env_names=dict(type="list", elements="str", default=[]),
+            secret_env_names=dict(type="list", elements="str", default=[], no_log=False),  # names, not values
         ),
         supports_check_mode=True,
     )
