@@ -322,18 +322,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
     hosts_index: dict[str, list[int]] = {}
     for spec in ranks:
         hosts_index.setdefault(spec["host"], []).append(spec["node_rank"])
-    api = {
-        "host": head["name"],
-        "address": _api_address(lane, head_ip),
-        "port": lane["serve"]["port"],
-        "served_model_name": lane["model"]["served_name"],
-    }
-    extra: dict = {}
-    if secret_record:
-        # Probes and bench send lanekit_api_key when this says the API wants one.
-        api["key_required"] = secret_record["api_key"]
-        extra["secrets"] = secret_record
-    return dict(extra, **{
+    return {
         "lane": lane["lane"],
         "engine": lane["engine"],
         "plan_hash": plan_hash,
@@ -351,7 +340,12 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             "source": lane["model"].get("source"),
             "size_gib": lane["model"].get("size_gib"),
         },
-        "api": api,
+        "api": {
+            "host": head["name"],
+            "address": _api_address(lane, head_ip),
+            "port": lane["serve"]["port"],
+            "served_model_name": lane["model"]["served_name"],
+        },
         "boot": lane["boot"],
         "cache": lane.get("cache", {}),
         # Published so that no later phase derives them again (docs/contracts.md).
@@ -362,7 +356,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         "start_order": batches(engine, ranks, engine.start_first),
         "stop_order": batches(engine, ranks, engine.stop_first),
         "ranks": ranks,
-    })
+    }
 
 
 def _api_address(lane: dict, head_ip: str) -> str:
@@ -609,6 +603,10 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     } for h in hosts]
     secrets = lane_secrets(lane, head_vars, engine)
     plan = render(lane, profile, image, host_specs, cluster, lanes, reports_root, secrets)
+    if secrets:
+        # Names, the env file and a hash only; probes and bench send lanekit_api_key when key_required.
+        plan["secrets"] = plan_secrets(lane, secrets)
+        plan["api"]["key_required"] = plan["secrets"]["api_key"]
     memory = _lint.kv_assessment(lane, profile)
     plan["memory"] = None if memory is None else {k: v for k, v in memory.items() if k not in _kvbudget.ADVICE_KEYS}
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
