@@ -26,6 +26,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._boot_report impor
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog
 from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import secret_args
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane_poll import (
     LaneTaskError,
     LaneWorker,
@@ -89,7 +90,10 @@ class ActionModule(ActionBase):
         rdv = Rendezvous(Rendezvous.default_root(self._task._uuid))
         output = dict(format=args["status_format"], file=args.get("status_file"),
                       inventory=inventory_name(args, task_vars))
-        return StatusWorker(self, task_vars, plan, members, rdv, output=output, **status_options(args)).status(result)
+        worker = StatusWorker(self, task_vars, plan, members, rdv, output=output, **status_options(args))
+        # The lane's key for the health probes (an API with a key refuses /v1 without it).
+        worker.secret_args = secret_args(self._templar.template, task_vars, plan)
+        return worker.status(result)
 
 
 class StatusWorker(LaneWorker):

@@ -49,7 +49,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _signatures
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import READY, BootConfig, LaneTracker, Verdict
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import failure_message, fmt_duration
 from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
-from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir, secret_args
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane_poll import (
     LaneMembers,
     LaneTaskError,
@@ -155,6 +155,8 @@ class ActionModule(ActionBase):
         cfg.poll_s = max(1.0, cfg.poll_s)
         rdv = Rendezvous(Rendezvous.default_root(self._task._uuid))
         waiter = Waiter(self, args, task_vars, plan, members, cfg, rdv, reports_dir)
+        # The lane's key for every probe, and its secrets to redact (never in this task's arguments).
+        waiter.secret_args = secret_args(self._templar.template, task_vars, plan)
         return waiter.wait(result)
 
 
@@ -238,7 +240,7 @@ class Waiter(LaneWorker):
             display.display(msg)
             return result
         # Failed: write the bundle, with every worker fetching its own ranks' logs.
-        bundle = Bundle(new_bundle_dir(self.reports_dir))
+        bundle = Bundle(new_bundle_dir(self.reports_dir), self.secret_values())
         message = failure_message(self.lane, verdict, self.rank_hosts, bundle.root, poll_s=self.cfg.poll_s)
         verdict_dict = dict(verdict.to_dict(), bundle=bundle.root, waited_s=time.monotonic() - started)
         self.rdv.put_verdict(dict(verdict_dict, status="failed"))
@@ -258,11 +260,14 @@ class Waiter(LaneWorker):
                       status_line=verdict.line, history=tracker.history[-50:], ranks=ranks)
         return result
 
+    def secret_values(self) -> list[str]:
+        return [self.secret_args.get("api_key") or "", *(self.secret_args.get("secret_values") or [])]
+
     def follow(self, shared: dict, result: dict) -> dict:
         """A non-coordinator's end: help write the bundle on failure, then finish quietly."""
         status = shared.get("status")
         if status == "failed" and shared.get("bundle"):
-            self.contribute(Bundle(shared["bundle"]))
+            self.contribute(Bundle(shared["bundle"], self.secret_values()))
         result.update(changed=False, lane_status=status,
                       msg=f"Lane {self.lane}: {status}; the verdict is reported by {self.coordinator}.")
         return result

@@ -97,6 +97,11 @@ class Engine:
     # A patch the image must bake for a timeout to take effect: {timeout name: patch file stem}.
     timeout_patches: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, object] = field(default_factory=dict)
+    # The API key (lanekit_api_key): the flag the engine takes it with, and the environment variable
+    # it also reads it from ("" when it has none: the plan then hands the flag over through the
+    # secret env file and a /bin/sh indirection, so the key stays out of argv and plan.json).
+    api_key_flag: str = "--api-key"
+    api_key_env: str = ""
 
     def timeout(self, name: str) -> Timeout | None:
         return next((t for t in self.timeouts if t.name == name), None)
@@ -160,6 +165,7 @@ VLLM = Engine(
         "--master-addr": "the head host's fabric_ip", "--master-port": "serve.rendezvous_port",
         "--headless": "the plan (ranks above 0)", "--host": "the plan", "--port": "serve.port",
         "--served-model-name": "model.served_name",
+        "--api-key": "the variable lanekit_api_key (a secret, never in the lane file)",
     },
     host_ip_env="VLLM_HOST_IP",
     timeouts=(
@@ -195,6 +201,8 @@ VLLM = Engine(
     consolidated_layout_args={"--tokenizer-mode": "mistral", "--config-format": "mistral",
                               "--load-format": "mistral"},
     extra={"default_rendezvous_port": 29501},
+    # vLLM binds --api-key from VLLM_API_KEY when the flag is absent.
+    api_key_env="VLLM_API_KEY",
 )
 
 SGLANG = Engine(
@@ -208,6 +216,7 @@ SGLANG = Engine(
         "--dist-init-addr": "the head host's fabric_ip and serve.rendezvous_port", "--host": "the plan",
         "--port": "serve.port", "--model-path": "model.dir under lanekit_weights_root",
         "--served-model-name": "model.served_name",
+        "--api-key": "the variable lanekit_api_key (a secret, never in the lane file)",
     },
     host_ip_env="SGLANG_HOST_IP",
     timeouts=(

@@ -25,6 +25,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import (
+    check_api,
     check_engine_settings,
     check_model_dir,
     json_problem,
@@ -110,6 +111,12 @@ SCHEMA = {
     }),
     # Operator notes the plan can print (a compiled recipe lane carries the recipe's notes here).
     "notes": _f("strlist"),
+    # The served API: the address it binds (default 0.0.0.0, reachable by clients) and whether the
+    # lane refuses to deploy without lanekit_api_key. Absent from lanes that leave it unset.
+    "api": _f("map", False, {
+        "bind": _f("str"),
+        "key_required": _f("bool"),
+    }),
 }
 
 _TYPE_WORDS = {
@@ -118,7 +125,8 @@ _TYPE_WORDS = {
     "env": "a mapping of variable name to value", "revision": "a 40-character hex commit id",
     "port": "a port number from 1 to 65535",
     "image": "the name of a directory under images/ (lower-case letters, digits, '.', '_', '-')",
-    "name": "a name without spaces (letters, digits and . _ : / @ + -)",
+    "name": ("a one-line name without spaces or control characters, starting with a letter or digit (letters, "
+             "digits and . _ : / @ + -); it travels in argv, HTTP requests and logs"),
 }
 
 
@@ -227,7 +235,8 @@ def _check_value(layers: Layers, path: tuple, field: dict, value):
     if kind == "str":
         ok = isinstance(value, str) and value != ""
     elif kind == "name":
-        ok = isinstance(value, str) and SERVED_NAME_RE.match(value) is not None
+        # fullmatch: '$' alone would let a trailing newline through (a second line in argv and logs).
+        ok = isinstance(value, str) and SERVED_NAME_RE.fullmatch(value) is not None
     elif kind == "image":
         ok = isinstance(value, str) and IMAGE_NAME_RE.match(value) is not None
     elif kind == "port":
@@ -353,6 +362,7 @@ def validate(layers: Layers, lane_name: str) -> dict:
     if not lane.get("cache"):
         lane["cache"] = {"warm": True, "headroom_gib": 4.0}
     check_engine_settings(layers, lane, _fail)
+    check_api(layers, lane, _fail)
     topo = lane["topology"]
     for key in ("nodes", "gpus_per_node", "tensor_parallel"):
         if topo[key] < 1:

@@ -10,6 +10,7 @@ these with its ``Layers`` (which names the layer a key came from) and its ``_fai
 """
 from __future__ import annotations
 
+import ipaddress
 import math
 import posixpath
 import re
@@ -200,3 +201,16 @@ def check_model_dir(layers, model: dict, fail) -> None:
                    "a relative path under lanekit_weights_root without '..' (e.g. mistralai/Model-Name)",
                    "The weights path must stay under the NFS export every node mounts.")
     model["dir"] = norm
+
+
+def check_api(layers, lane: dict, fail) -> None:
+    """``api.bind`` is an IP address the API server can bind (0.0.0.0 and :: included)."""
+    bind = (lane.get("api") or {}).get("bind")
+    if bind is None:
+        return
+    try:
+        ipaddress.ip_address(bind)
+    except ValueError:
+        raise fail(layers, ("api", "bind"), describe(bind),
+                   "an IP address of the head node to bind the API to (e.g. 10.100.0.11), or 0.0.0.0 for every "
+                   "interface") from None

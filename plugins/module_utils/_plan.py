@@ -30,6 +30,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     timeout_value,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import plan_owned_flag
+from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
+    Secrets,
+    lane_secrets,
+    plan_secrets,
+    secret_spec,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, plain
 
 CONTAINER_PREFIX = "lanekit-"
@@ -94,6 +100,19 @@ def _fabric_env(engine: _engines.Engine, host: dict) -> dict:
     return env
 
 
+def bind_address(lane: dict, rank: int) -> str:
+    """The address a rank's HTTP server binds: the lane's api.bind (default 0.0.0.0) on the head.
+
+    A worker's health server (SGLang) keeps a wildcard or loopback bind as it is; a specific
+    address (the head's) cannot be bound on a worker, which then serves its health on 127.0.0.1
+    (its only client is the status probe on its own node).
+    """
+    bind = (lane.get("api") or {}).get("bind") or "0.0.0.0"
+    if rank == 0 or bind in ("0.0.0.0", "::") or ipaddress.ip_address(bind).is_loopback:
+        return bind
+    return "127.0.0.1"
+
+
 def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: str) -> list[str]:
     serve, topo = lane["serve"], lane["topology"]
     return _engines.get(lane["engine"]).argv(_engines.RankArgs(
@@ -109,6 +128,7 @@ def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: s
         data_parallel=topo["data_parallel"],
         # The boot budget's flags follow the lane's own (appended when the lane leaves them unset).
         lane_args=render_args(effective_args(lane)),
+        bind_host=bind_address(lane, rank),
     ))
 
 
@@ -130,6 +150,8 @@ def docker_run_argv(spec: dict) -> list[str]:
         argv += ["--ulimit", ulimit]
     if spec["shm_size"]:
         argv += ["--shm-size", spec["shm_size"]]
+    if spec.get("secret_env_file"):
+        argv += ["--env-file", spec["secret_env_file"]]
     for mount in spec["mounts"]:
         argv += ["-v", f"{mount['source']}:{mount['target']}" + (":ro" if mount["read_only"] else "")]
     for key in sorted(spec["env"]):
@@ -188,6 +210,9 @@ def container_options(spec: dict) -> dict:
         options["groups"] = [str(g) for g in spec["group_add"]]
     if spec.get("security_opt"):
         options["security_opts"] = [str(o) for o in spec["security_opt"]]
+    if spec.get("secret_env_file"):
+        # The secrets' values reach docker from this root-only file on the node, never from the plan.
+        options["env_file"] = spec["secret_env_file"]
     requests = device_requests(spec["gpus"])
     if requests:
         options["device_requests"] = requests
@@ -204,7 +229,7 @@ def _hash(obj) -> str:
 
 
 def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: dict, rank_lanes: dict | None = None,
-           reports_root: str | None = None) -> dict:
+           reports_root: str | None = None, secrets: Secrets | None = None) -> dict:
     """Render the plan.
 
     ``hosts``: [{name, fabric_ip, fabric_ifname?, ib_hca?, ucx_net_devices?, node_rank?}] from lane_nodes.
@@ -227,6 +252,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
     head_ip = head.get("fabric_ip") or ""
     model_path = posixpath.join(weights_root, lane["model"]["dir"])
     entry = list(lane["serve"].get("entrypoint") or image.get("entrypoint") or [])
+    secret_record = plan_secrets(lane, secrets or Secrets())
     ranks = []
     for rank, host in enumerate(ordered):
         rlane = (rank_lanes or {}).get(host["name"], lane)
@@ -272,6 +298,8 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")}
         # Hashed only when set, so the hashes of plans without them do not move.
         hashed.update({k: spec[k] for k in ("group_add", "security_opt") if spec[k]})
+        if secret_record:
+            secret_spec(spec, hashed, engine, secret_record)
         spec_hash = _hash(hashed)
         spec["spec_hash"] = spec_hash
         spec["labels"] = {
@@ -282,6 +310,9 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             f"{LABEL}.image": image["ref"],
             f"{LABEL}.content-hash": image["content_hash"],
         }
+        if secret_record:
+            # Names only: rank_status and teardown archives redact these variables' values by this label.
+            spec["labels"][f"{LABEL}.secret-env"] = ",".join(spec["secret_env_names"])
         ranks.append(spec)
     plan_hash = _hash([r["spec_hash"] for r in ranks])
     for spec in ranks:
@@ -311,7 +342,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         },
         "api": {
             "host": head["name"],
-            "address": head_ip,
+            "address": _api_address(lane, head_ip),
             "port": lane["serve"]["port"],
             "served_model_name": lane["model"]["served_name"],
         },
@@ -326,6 +357,12 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         "stop_order": batches(engine, ranks, engine.stop_first),
         "ranks": ranks,
     }
+
+
+def _api_address(lane: dict, head_ip: str) -> str:
+    """Where clients and probes reach the API: the head's fabric address, or api.bind when it names one."""
+    bind = (lane.get("api") or {}).get("bind")
+    return head_ip if bind in (None, "0.0.0.0", "::") else bind
 
 
 def reports_root(configured: str | None, playbook_dir: str | None, cwd: str) -> str:
@@ -458,16 +495,18 @@ def write_plan_file(path: str, plan: dict) -> bool:
         try:
             with open(path, encoding="utf-8") as handle:
                 if handle.read() == content:
+                    os.chmod(path, 0o600)  # a plan written by an older lanekit was world-readable
                     return False
         except (OSError, UnicodeDecodeError):
             pass  # rewritten below, or the write says why not
     try:
-        os.makedirs(parent, exist_ok=True)
+        os.makedirs(parent, mode=0o700, exist_ok=True)
     except OSError as exc:
         raise LanekitError(f"{where} cannot be written: its directory {parent} cannot be created "
                            f"({exc.strerror or exc}).") from None
     try:
-        atomic_write(path, content)
+        # Reports are the operator's: the plan names hosts, paths and the secrets' names.
+        atomic_write(path, content, mode=0o600)
     except OSError as exc:
         raise LanekitError(f"{where} cannot be written in {parent}: {exc.strerror or exc}.") from None
     return True
@@ -562,7 +601,12 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         "ucx_net_devices": h["vars"].get("ucx_net_devices"),
         "node_rank": plain(h["vars"].get("node_rank")),
     } for h in hosts]
-    plan = render(lane, profile, image, host_specs, cluster, lanes, reports_root)
+    secrets = lane_secrets(lane, head_vars, engine)
+    plan = render(lane, profile, image, host_specs, cluster, lanes, reports_root, secrets)
+    if secrets:
+        # Names, the env file and a hash only; probes and bench send lanekit_api_key when key_required.
+        plan["secrets"] = plan_secrets(lane, secrets)
+        plan["api"]["key_required"] = plan["secrets"]["api_key"]
     memory = _lint.kv_assessment(lane, profile)
     plan["memory"] = None if memory is None else {k: v for k, v in memory.items() if k not in _kvbudget.ADVICE_KEYS}
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",

@@ -27,10 +27,16 @@ def _opener() -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def http_get(url: str, timeout: float) -> tuple[int | None, str, str]:
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The header a lane with ``lanekit_api_key`` wants on every request (both engines take a bearer key)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def http_get(url: str, timeout: float, api_key: str | None = None) -> tuple[int | None, str, str]:
     """(HTTP status or None, body text, error) of one GET; an HTTP error status is not an error."""
     try:
-        with _opener().open(urllib.request.Request(url, method="GET"), timeout=timeout) as resp:
+        request = urllib.request.Request(url, method="GET", headers=auth_headers(api_key))
+        with _opener().open(request, timeout=timeout) as resp:
             return resp.status, resp.read(1 << 20).decode("utf-8", "replace"), ""
     except urllib.error.HTTPError as exc:
         return exc.code, "", ""
@@ -48,7 +54,8 @@ def _token_of(chunk: dict) -> tuple[bool, str]:
     return False, ""
 
 
-def first_token(base: str, model: str, timeout: float) -> tuple[bool, float | None, str, str]:
+def first_token(base: str, model: str, timeout: float,
+                api_key: str | None = None) -> tuple[bool, float | None, str, str]:
     """Stream one chat completion; (ok, seconds to the first token, token text, error)."""
     body = json.dumps({
         "model": model,
@@ -58,7 +65,8 @@ def first_token(base: str, model: str, timeout: float) -> tuple[bool, float | No
         "stream": True,
     }).encode()
     req = urllib.request.Request(f"{base.rstrip('/')}/v1/chat/completions", data=body, method="POST",
-                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream",
+                                          **auth_headers(api_key)})
     start = time.monotonic()
     try:
         with _opener().open(req, timeout=timeout) as resp:
@@ -98,9 +106,10 @@ def probe_api(spec: dict) -> dict:
     """Climb the readiness ladder of the API at ``spec['url']`` and stop at the first rung missed.
 
     ``spec``: ``url``, ``model`` (served model name), ``chat`` (run one streamed completion),
-    ``timeout`` and ``chat_timeout`` (seconds). The result has ``accepts``, ``health_status``,
-    ``models_status``, ``models``, ``model_listed``, ``chat_ok``, ``ttft_s``, ``first_token`` as far
-    as the ladder went, and ``error`` saying why it stopped.
+    ``timeout`` and ``chat_timeout`` (seconds), ``api_key`` (sent as a bearer key, never returned).
+    The result has ``accepts``, ``health_status``, ``models_status``, ``models``, ``model_listed``,
+    ``chat_ok``, ``ttft_s``, ``first_token`` as far as the ladder went, and ``error`` saying why it
+    stopped.
     """
     url = spec.get("url") or DEFAULT_URL
     timeout = float(spec.get("timeout") or 5)
@@ -112,22 +121,27 @@ def probe_api(spec: dict) -> dict:
     except OSError as exc:
         result["error"] = str(exc)
         return result
-    status, _unused, error = http_get(f"{url.rstrip('/')}/health", timeout=max(timeout, HEALTH_TIMEOUT_FLOOR))
+    key = spec.get("api_key") or None
+    status, _unused, error = http_get(f"{url.rstrip('/')}/health", timeout=max(timeout, HEALTH_TIMEOUT_FLOOR),
+                                      api_key=key)
     result["health_status"] = status
     if status != 200:
         result["error"] = error or f"/health answered {status}"
         return result
-    status, body, error = http_get(f"{url.rstrip('/')}/v1/models", timeout=timeout)
+    status, body, error = http_get(f"{url.rstrip('/')}/v1/models", timeout=timeout, api_key=key)
     result["models_status"] = status
     models = _model_ids(status, body)
     result["models"] = models
     wanted = spec.get("model")
     result["model_listed"] = bool(models) and (not wanted or wanted in models)
     if not result["model_listed"]:
-        result["error"] = error or f"/v1/models lists {models or 'nothing'}, not {wanted}"
+        result["error"] = error or (
+            f"/v1/models answered {status}: the API wants a key; set lanekit_api_key to the lane's key"
+            if status in (401, 403) else f"/v1/models lists {models or 'nothing'}, not {wanted}")
         return result
     if spec.get("chat"):
-        ok, ttft, token, error = first_token(url, wanted or models[0], float(spec.get("chat_timeout") or 120))
+        ok, ttft, token, error = first_token(url, wanted or models[0], float(spec.get("chat_timeout") or 120),
+                                             api_key=key)
         result.update(chat_ok=ok, ttft_s=ttft, first_token=token)
         if error:
             result["error"] = error

@@ -18,7 +18,8 @@ description:
     C(/health), C(/v1/models), one streamed chat completion) and the health servers of worker
     ranks (SGLang).
   - With O(bundle_dir) it also writes every container's full log, its full C(docker inspect)
-    object and the node's C(/proc/meminfo) into that directory, for the failure bundle.
+    object and the node's C(/proc/meminfo) into that directory, for the failure bundle. Secret
+    values, and the values of key-like environment variables and flags, are replaced there.
   - Used by M(lanekit.serving.lane_wait) once per poll on every node, and by the teardown and
     status playbooks. Only the docker CLI (through the collection's shared wrapper) and the Python
     standard library are used; commands are argv lists.
@@ -77,6 +78,25 @@ options:
     description: Seconds after which one docker command is abandoned.
     type: int
     default: 60
+  api_key:
+    description:
+      - The lane's API key (C(lanekit_api_key)), sent as a bearer key by the API and health probes.
+      - Never returned; a value found in a log line is masked.
+    type: str
+  secret_values:
+    description:
+      - Values that must not leave the node (the lane's C(lanekit_secret_env) values and its key).
+        They are replaced in the returned log lines and in the O(bundle_dir) files.
+    type: list
+    elements: str
+    default: []
+  secret_env_names:
+    description:
+      - Environment variables of the rank containers whose values the O(bundle_dir) inspect files
+        replace (besides every variable whose name looks like a key, token or password).
+    type: list
+    elements: str
+    default: []
 author:
   - lanekit developers (!UNKNOWN)
 extends_documentation_fragment:
@@ -157,6 +177,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import parse_meminfo
 from ansible_collections.lanekit.serving.plugins.module_utils._probes import http_get, probe_api
+from ansible_collections.lanekit.serving.plugins.module_utils._redact import redact_inspect, redact_text, secretish
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 # The plan labels containers io.lanekit.<key>; plain lanekit.<key> is read too.
@@ -280,8 +301,38 @@ def container_entry(docker: DockerCLI, name: str, obj: dict | None, params: dict
     return entry
 
 
-def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, meminfo_text: str) -> list[str]:
-    """Each container's inspect object and full log, and the node's meminfo, under ``bundle``."""
+def redact_file(path: str, values: list[str]) -> None:
+    """Rewrite a written log with the secret values replaced (line by line: logs can be large)."""
+    if not values or not os.path.isfile(path):
+        return
+    tmp = path + ".redacting"
+    with open(path, encoding="utf-8", errors="replace") as src, open(tmp, "w", encoding="utf-8") as dst:
+        os.chmod(tmp, 0o600)
+        for line in src:
+            dst.write(redact_text(line, values))
+    os.replace(tmp, path)
+
+
+def container_secrets(obj: dict) -> tuple[list[str], list[str]]:
+    """(names, values) of a container's secret variables: those its io.lanekit.secret-env label names
+    (the lane's env file) and every key-like one, with their values read from its Config.Env."""
+    config = obj.get("Config") or {}
+    names = set(filter(None, (label(config.get("Labels"), "secret-env") or "").split(",")))
+    values = []
+    for item in config.get("Env") or []:
+        name, _sep, value = str(item).partition("=")
+        if name in names or secretish(name):
+            names.add(name)
+            values.append(value)
+    return sorted(names), [v for v in values if v]
+
+
+def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, meminfo_text: str,
+                 params: dict | None = None) -> list[str]:
+    """Each container's inspect object (redacted) and full log, and the node's meminfo, under ``bundle``."""
+    values = list((params or {}).get("secret_values") or []) + [(params or {}).get("api_key") or ""]
+    values = [v for v in values if v]
+    env_names = list((params or {}).get("secret_env_names") or [])
     # Logs and inspect objects carry the ranks' environment: never into a directory others can read or swap.
     bundle = private_dir(bundle, "bundle directory (bundle_dir)")
     files = []
@@ -289,14 +340,18 @@ def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, 
         obj = found.get(name)
         if obj is None:
             continue
+        own_names, own_values = container_secrets(obj)
         path = os.path.join(bundle, f"{name}.inspect.json")
-        atomic_write(path, json.dumps(obj, indent=2, sort_keys=True))
+        # The whole Config.Env and argv would carry the secret env file's values and any key flag.
+        clean = redact_inspect(obj, env_names + own_names, values + own_values)
+        atomic_write(path, json.dumps(clean, indent=2, sort_keys=True), mode=0o600)
         files.append(path)
         path = os.path.join(bundle, f"{name}.log")
         docker.write_log(name, path)
+        redact_file(path, values + own_values)
         files.append(path)
     path = os.path.join(bundle, "meminfo.txt")
-    atomic_write(path, meminfo_text)
+    atomic_write(path, meminfo_text, mode=0o600)
     files.append(path)
     return files
 
@@ -308,15 +363,21 @@ def status(docker: DockerCLI, params: dict) -> dict:
     result: dict = {"changed": False, "health": {},
                     "containers": [container_entry(docker, name, found.get(name), params) for name in names]}
     if params["api_probe"]:
-        result["api"] = probe_api(params["api_probe"])
+        result["api"] = probe_api(dict(params["api_probe"], api_key=params.get("api_key")))
     for probe in params["health_probes"]:
-        code, _body, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5))
+        code, _body, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5),
+                                      api_key=params.get("api_key"))
         result["health"][probe.get("name") or probe["url"]] = {"status": code, "error": error}
     result["tcp_peers"] = tcp_peers(params["listen_ports"]) if params["listen_ports"] else {}
     meminfo_text = read_meminfo_text()
     result["meminfo"] = meminfo_kb(meminfo_text)
     if params["bundle_dir"]:
-        result["bundle_files"] = write_bundle(docker, params["bundle_dir"], names, found, meminfo_text)
+        result["bundle_files"] = write_bundle(docker, params["bundle_dir"], names, found, meminfo_text, params)
+    values = [v for v in list(params.get("secret_values") or []) + [params.get("api_key") or ""] if v]
+    for entry in result["containers"]:
+        own = container_secrets(found.get(entry["name"]) or {})[1]
+        if values or own:
+            entry["lines"] = [redact_text(line, values + own) for line in entry["lines"]]
     result["now"] = time.time()
     return result
 
@@ -334,6 +395,9 @@ def main() -> None:
             listen_ports=dict(type="list", elements="int", default=[]),
             bundle_dir=dict(type="path"),
             command_timeout=dict(type="int", default=60),
+            api_key=dict(type="str", no_log=True),
+            secret_values=dict(type="list", elements="str", default=[], no_log=True),
+            secret_env_names=dict(type="list", elements="str", default=[], no_log=False),  # names, not values
         ),
         supports_check_mode=True,
     )

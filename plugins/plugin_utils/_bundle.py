@@ -7,7 +7,9 @@ One job: lay out and write the evidence of a failed boot (every rank's log tail,
 ``docker inspect``, each node's memory, the plan, the verdict and the status history). Several
 worker processes write into one bundle at once, each its own ranks' files; a ``.done/<host>``
 marker tells the coordinator a host has finished. Logs may hold secrets (tokens in argv or
-env), so files are written 0600 and directories 0700.
+env), so files are written 0600 and directories 0700, and the lane's known secrets
+(``lanekit_api_key``, ``lanekit_secret_env``) are replaced in every file, fetched ones included
+(``rank_status`` already redacts them on the node; this is the second lock).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._redact import redact_text
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -49,11 +52,32 @@ def new_bundle_dir(lane_reports_dir: str, now: float | None = None) -> str:
             candidate = f"{path}-{n}"
 
 
-class Bundle:
-    """One failure bundle; paths are relative to its root."""
+def secret_args(template: Callable[[Any], Any], task_vars: Mapping[str, Any], plan: Mapping[str, Any]) -> dict:
+    """rank_status's secret arguments from ``lanekit_api_key`` and ``lanekit_secret_env`` (``template``
+    resolves a raw variable, e.g. a vault value). Empty when the lane has no secrets."""
+    def var(name: str) -> Any:
+        value = task_vars.get(name)
+        return None if value in (None, "") else template(value)
+    key, env = var("lanekit_api_key"), var("lanekit_secret_env")
+    record = plan.get("secrets") or {}
+    out: dict = {}
+    if key:
+        out["api_key"] = str(key)
+    values = [str(v) for v in (env.values() if isinstance(env, Mapping) else []) if v not in (None, "")]
+    if values:
+        out["secret_values"] = values
+    names = list(record.get("env_names") or []) + ([record["api_key_env"]] if record.get("api_key") else [])
+    if names:
+        out["secret_env_names"] = names
+    return out
 
-    def __init__(self, root: str) -> None:
+
+class Bundle:
+    """One failure bundle; paths are relative to its root. ``secrets``: values replaced in every file."""
+
+    def __init__(self, root: str, secrets: list[str] | None = None) -> None:
         self.root = root
+        self.secrets = [s for s in secrets or [] if s]
 
     def path(self, *parts: str) -> str:
         full = os.path.join(self.root, *parts)
@@ -66,6 +90,7 @@ class Bundle:
 
     def write_text(self, rel: str, text: str) -> str:
         path = self.path(rel)
+        text = redact_text(text, self.secrets)
         atomic_write(path, text if text.endswith("\n") or not text else text + "\n", mode=FILE_MODE)
         return path
 
@@ -81,7 +106,17 @@ class Bundle:
         fetch(remote, local)
         if os.path.exists(local):
             os.chmod(local, FILE_MODE)
+            if self.secrets:
+                self._redact_file(local)
         return local
+
+    def _redact_file(self, path: str) -> None:
+        tmp = path + ".redacting"
+        with open(path, encoding="utf-8", errors="replace") as src, open(tmp, "w", encoding="utf-8") as dst:
+            os.chmod(tmp, FILE_MODE)
+            for line in src:
+                dst.write(redact_text(line, self.secrets))
+        os.replace(tmp, path)
 
     def fetch_rank_files(self, rank: int, host: str, container: str, remote_files: list[str],
                          fetch: Callable[[str, str], None]) -> list[str]:

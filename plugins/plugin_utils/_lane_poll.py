@@ -204,6 +204,10 @@ class HostWatcher:
 class LaneWorker:
     """One worker's part of a lane-wide task: gather its own ranks, share, read everyone's."""
 
+    # rank_status's api_key / secret_values / secret_env_names (no_log there); the actions set it
+    # from lanekit_api_key and lanekit_secret_env (plugin_utils/_bundle.secret_args).
+    secret_args: Mapping[str, Any] = {}
+
     def __init__(self, action: Any, task_vars: Mapping[str, Any], plan: Mapping[str, Any], members: LaneMembers,
                  rdv: Rendezvous, *, tail_lines: int, probe_from: str = "head", probe_address: str | None = None,
                  chat_probe: bool = True, chat_timeout_s: float = 120.0, sync_timeout_s: float = 3.0) -> None:
@@ -255,6 +259,7 @@ class LaneWorker:
                 {"name": r["container_name"], "url": f"http://127.0.0.1:{int(r['health_port'])}/health"}
                 for r in self.my_ranks if r.get("role") != "head" and r.get("health_port")
             ]
+        margs.update(self.secret_args)
         if bundle_dir:
             margs.pop("api_probe", None)
             margs.pop("health_probes", None)
@@ -280,7 +285,7 @@ class LaneWorker:
         res, error = self.run_module(self.module_args())
         statuses = self.watcher.absorb(res, error)
         if self.probe_from == "controller" and self.is_coordinator and self.plan.get("api"):
-            api = probe_api(self._api_probe())
+            api = probe_api(dict(self._api_probe(), api_key=self.secret_args.get("api_key")))
             if api.get("chat_ok"):
                 self.watcher.chat_ok = {k: api.get(k) for k in ("chat_ok", "ttft_s", "first_token")}
             elif self.watcher.chat_ok and api.get("model_listed"):

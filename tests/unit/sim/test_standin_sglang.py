@@ -140,3 +140,13 @@ def test_the_collections_barrier_patch_applies_to_the_stand_in(ranks, ckpt, tmp_
                                                "--port", str(free_port()), "--skip-server-warmup"),
                          base_env({"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "7200"}, pythonpath=[STANDIN, str(tmp_path)]))
     single.wait_line(r"monitored_barrier timeout in effect: 7200 s")
+
+
+def test_a_head_with_an_api_key_warms_up_and_refuses_requests_without_it(ranks, ckpt):
+    rdzv, hp, wp = free_port(), free_port(), free_port()
+    head_argv, worker_argv = two_rank_argv(ckpt, rdzv, hp, wp, extra=("--api-key", "sk-standin-1"))
+    head = ranks.start("head", head_argv, base_env())
+    ranks.start("worker", worker_argv, base_env())
+    head.wait_line(r"The server is fired up and ready to roll!")  # its own warm-up sent the key
+    assert http("GET", f"http://127.0.0.1:{hp}/v1/models")[0] == 401
+    assert http("GET", f"http://127.0.0.1:{hp}/health")[0] == 200

@@ -152,6 +152,21 @@ def start(server: _Server) -> threading.Thread:
     return t
 
 
+def refuses_key(state: ApiState, path: str, headers) -> bool:
+    """True when the request lacks the server's --api-key (VLLM_API_KEY for vLLM).
+
+    Like the engines: vLLM checks only /v1 paths; SGLang every path but /health*, /metrics and /ping.
+    """
+    key = getattr(state, "api_key", None)
+    if not key:
+        return False
+    if state.engine == "vllm":
+        guarded = path.startswith("/v1")
+    else:
+        guarded = not (path.startswith("/health") or path in ("/metrics", "/ping"))
+    return guarded and headers.get("Authorization") != f"Bearer {key}"
+
+
 def handler_for(state: ApiState, worker_health_only: bool = False):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -207,6 +222,8 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
         def do_GET(self):
             path = self.path.split("?", 1)[0]
+            if refuses_key(state, path, self.headers):
+                return self._send(401, {"error": "Unauthorized"})
             if path in ("/health", "/ping", "/health_generate"):
                 if worker_health_only or state.engine == "vllm" or state.ready:
                     return self._send(200, b"", "application/json")
@@ -243,6 +260,9 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
         def do_POST(self):
             path = self.path.split("?", 1)[0]
+            if refuses_key(state, path, self.headers):
+                self._json_body()  # drain the body so the connection stays usable
+                return self._send(401, {"error": "Unauthorized"})
             if path == "/ping" and not worker_health_only:
                 return self.do_GET()
             if worker_health_only:

@@ -324,6 +324,7 @@ class SglangRank(RankBase):
                                   auto_tool_choice=True, nnodes=self.nnodes, metrics_enabled=bool(a.enable_metrics),
                                   access_log=lambda line: emit(self.line(line)),
                                   extra_info={"tp_size": self.tp, "architectures": [self.architecture()]})
+            self.state.api_key = a.api_key or None  # SGLang takes its key only as --api-key
             handler = handler_for(self.state)
         else:
             self.state = ApiState(engine="sglang", version=SGLANG_VERSION, served_names=[self.served_name],
@@ -354,13 +355,15 @@ class SglangRank(RankBase):
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         base = f"http://{host if ':' not in host else '[' + host + ']'}:{self.http.server_port}"
+        # SGLang's warm-up sends its own --api-key.
+        auth = {"Authorization": f"Bearer {self.args.api_key}"} if self.args.api_key else {}
         try:
-            with urllib.request.urlopen(base + "/model_info", timeout=10) as r:
+            with urllib.request.urlopen(urllib.request.Request(base + "/model_info", headers=auth), timeout=10) as r:
                 r.read()
             req = urllib.request.Request(base + "/generate", method="POST",
                                          data=json.dumps({"text": "The capital city of France is",
                                                           "sampling_params": {"max_new_tokens": 1}}).encode(),
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json", **auth})
             with urllib.request.urlopen(req, timeout=30) as r:
                 r.read()
         except OSError as exc:

@@ -195,6 +195,8 @@ class VllmRank(RankBase):
                                   nnodes=self.group_nnodes,
                                   access_log=None if a.disable_uvicorn_access_log else
                                   (lambda line: emit(f"({self.api_proc} pid={os.getpid()}) {line}")))
+            # vLLM binds --api-key, else VLLM_API_KEY from its environment.
+            self.state.api_key = (a.api_key[0] if a.api_key else None) or os.environ.get("VLLM_API_KEY") or None
             host, port = served_host(a.host), a.port if a.port is not None else 8000
             self.http = make_server(host, port, handler_for(self.state))
             try:

@@ -28,7 +28,17 @@ class Engine(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _refused(self):
+        # Like both engines with --api-key: /v1/* wants the bearer key, /health does not.
+        key = self.state.get("key")
+        if key and self.path.startswith("/v1/") and self.headers.get("Authorization") != f"Bearer {key}":
+            self._send(401, b'{"error": "Unauthorized"}')
+            return True
+        return False
+
     def do_GET(self):
+        if self._refused():
+            return
         if self.path == "/health":
             self._send(self.state["health"])
         elif self.path == "/v1/models":
@@ -39,6 +49,8 @@ class Engine(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length))
+        if self._refused():
+            return
         assert body["stream"] is True
         chunks = [{"choices": [{"delta": {"role": "assistant"}}]}, {"choices": [{"delta": {"content": "ready"}}]}]
         payload = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
@@ -103,3 +115,14 @@ def test_a_health_url_nobody_serves_is_reported_as_an_error():
 def test_first_token_reports_the_first_streamed_word(engine):
     ok, ttft, token, error = probes.first_token(engine, "mistral-large-4", timeout=5)
     assert (ok, token, error) == (True, "ready", "") and ttft >= 0
+
+
+def test_probe_api_sends_the_lane_key(engine):
+    Engine.state = {"health": 200, "models": ["mistral-large-4"], "key": "sk-probe-key"}
+    spec = {"url": engine, "model": "mistral-large-4", "chat": True, "timeout": 2, "chat_timeout": 5}
+    refused = probes.probe_api(spec)
+    assert refused["models_status"] == 401 and not refused["model_listed"]
+    assert "lanekit_api_key" in refused["error"]
+    ready = probes.probe_api(dict(spec, api_key="sk-probe-key"))
+    assert ready["chat_ok"] and ready["first_token"] == "ready"
+    assert "sk-probe-key" not in json.dumps(ready)

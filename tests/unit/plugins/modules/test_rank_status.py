@@ -126,3 +126,36 @@ def test_a_bundle_dir_of_another_user_is_refused(tmp_path):
     os.chown(theirs, 4242, 4242)
     with pytest.raises(LanekitError, match="belongs to uid 4242"):
         rs.write_bundle(docker, str(theirs), [], {}, "")
+
+
+def test_bundle_files_and_returned_lines_hold_no_secret(tmp_path):
+    key, token = "sk-bundle-key-123", "hf_bundleTOKEN456"
+    obj = _container("r0", 0)
+    obj["Config"]["Env"] = ["PATH=/bin", f"HF_TOKEN={token}", f"SGL_CUSTOM={token}", f"VLLM_API_KEY={key}"]
+    obj["Args"] = ["-c", 'exec "$@" --api-key "$LANEKIT_API_KEY"', "x", "--api-key", key]
+    log = f"2026-10-30T06:00:01.000000000Z server_args=ServerArgs(api_key='{key}')\n"
+    docker, _module = _docker_in_memory({"r0": obj}, {"r0": (log, "")})
+    docker.write_log = lambda name, path: open(path, "w").write(log)
+    params = dict(PARAMS, containers=["r0"], bundle_dir=str(tmp_path / "b"), api_key=key, secret_values=[token],
+                  secret_env_names=["SGL_CUSTOM"])
+    result = rs.status(docker, params)
+    for path in result["bundle_files"]:
+        text = open(path, encoding="utf-8").read()
+        assert key not in text and token not in text, path
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    inspect = json.load(open(result["bundle_files"][0], encoding="utf-8"))
+    assert "PATH=/bin" in inspect["Config"]["Env"] and "SGL_CUSTOM=********" in inspect["Config"]["Env"]
+    assert key not in json.dumps(result)
+
+
+def test_a_container_names_its_own_secrets_so_an_archive_without_arguments_redacts_them(tmp_path):
+    token = "plain-looking-value-77"
+    obj = _container("r0", 0)
+    obj["Config"]["Labels"]["io.lanekit.secret-env"] = "DB_URL,VLLM_API_KEY"
+    obj["Config"]["Env"] = ["PATH=/bin", f"DB_URL={token}", "VLLM_API_KEY=sk-own-key-1"]
+    log = f"2026-10-30T06:00:01.000000000Z connecting to {token} with sk-own-key-1\n"
+    docker, _module = _docker_in_memory({"r0": obj}, {"r0": (log, "")})
+    docker.write_log = lambda name, path: open(path, "w").write(log)
+    result = rs.status(docker, dict(PARAMS, containers=["r0"], bundle_dir=str(tmp_path / "b")))
+    text = json.dumps(result) + "".join(open(p, encoding="utf-8").read() for p in result["bundle_files"])
+    assert token not in text and "sk-own-key-1" not in text and "PATH=/bin" in text

@@ -33,3 +33,18 @@ def test_a_plan_without_the_host_index_is_refused_in_one_sentence():
     plan = {k: v for k, v in TWO_NODES.items() if k != "hosts"}
     with pytest.raises(poll.LaneTaskError, match=r"no per-host index \(plan.hosts\); re-plan"):
         poll.lane_members(plan, {"inventory_hostname": "spark-01"}, "lane_wait")
+
+
+def test_the_status_module_gets_the_lane_key_as_its_own_argument():
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._lane_poll import LaneMembers, LaneWorker
+    plan = {"lane": "l1", "engine": "sglang", "api": {"address": "10.0.0.1", "port": 8000, "served_model_name": "m"},
+            "ranks": [{"node_rank": 0, "host": "a", "role": "head", "container_name": "c0", "health_port": 8000},
+                      {"node_rank": 1, "host": "a", "role": "worker", "container_name": "c1", "health_port": 8000}]}
+    members = LaneMembers("l1", "sglang", plan["ranks"], ["a"], "a")
+    worker = LaneWorker(None, {"inventory_hostname": "a"}, plan, members, None, tail_lines=10)
+    assert "api_key" not in worker.module_args()
+    worker.secret_args = {"api_key": "sk-x", "secret_values": ["v1"]}
+    margs = worker.module_args()
+    assert margs["api_key"] == "sk-x" and margs["secret_values"] == ["v1"]
+    assert "sk-x" not in str(margs["api_probe"])  # the probe spec is not a no_log argument
+    assert worker.module_args(bundle_dir="/t/b")["api_key"] == "sk-x"

@@ -1,0 +1,153 @@
+# Copyright: lanekit developers
+# Apache-2.0
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The lane's secrets (``lanekit_api_key``, ``lanekit_secret_env``): checked, hashed, and kept out of text.
+
+One job: the secret channel's rules. The plan carries only the secrets' names, the path of the
+node's env file and a hash (so a changed secret recreates the ranks); the values reach a node
+only through a root-owned 0600 env file that docker reads (evidence is redacted by ``_redact``).
+Messages here never include a secret's value.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env
+from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import PLAN_ENV
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import plain
+
+# On every node: root-owned 0700, one 0600 file per lane.
+SECRET_DIR = "/etc/lanekit/secrets"
+# Carries the key into a rank whose engine takes it only as a flag (see key_flag_wrap).
+KEY_CARRIER_ENV = "LANEKIT_API_KEY"
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass
+class Secrets:
+    """The checked secret values of one lane (never written to the plan)."""
+
+    api_key: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.api_key) or bool(self.env)
+
+    def file_env(self, key_env: str) -> dict[str, str]:
+        """name -> value as the node's env file holds them (the key under ``key_env``)."""
+        out = dict(self.env)
+        if self.api_key:
+            out[key_env] = self.api_key
+        return out
+
+    def digest(self, lane: str, key_env: str) -> str:
+        """A hash of the values: it moves when any secret changes, so the ranks are recreated."""
+        data = json.dumps({"lane": lane, "env": self.file_env(key_env)}, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(("lanekit-secrets-v1\n" + data).encode()).hexdigest()
+
+    def values(self) -> list[str]:
+        return [v for v in [self.api_key, *self.env.values()] if v]
+
+
+def _one_line(value: str) -> bool:
+    return not re.search(r"[\x00-\x1f\x7f]", value) and value == value.strip()
+
+
+def read_secrets(api_key: Any, secret_env: Any, reserved: Mapping[str, str]) -> Secrets:
+    """Check ``lanekit_api_key`` and ``lanekit_secret_env``; ``reserved``: env names the plan sets -> who sets them."""
+    secrets = Secrets()
+    if api_key not in (None, ""):
+        if not isinstance(api_key, str) or not _one_line(api_key) or any(c.isspace() for c in api_key):
+            raise LanekitError(
+                "lanekit_api_key is not a usable key: give it as one line of text without spaces or control "
+                "characters (for example an ansible-vault encrypted string in group_vars).")
+        secrets.api_key = api_key
+    if secret_env in (None, "", {}):
+        return secrets
+    if not isinstance(secret_env, Mapping):
+        raise LanekitError("lanekit_secret_env is not a mapping; give it as variable name -> value "
+                           "(e.g. {HF_TOKEN: ...}), ideally ansible-vault encrypted.")
+    for name, value in secret_env.items():
+        if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
+            raise LanekitError(f"lanekit_secret_env has the key {str(name)[:60]!r}, which is not an environment "
+                               f"variable name (letters, digits and '_', not starting with a digit).")
+        if name in reserved:
+            raise LanekitError(f"lanekit_secret_env sets {name}, which the plan sets from {reserved[name]}; "
+                               f"remove it from lanekit_secret_env.")
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or not _one_line(str(value)):
+            raise LanekitError(f"lanekit_secret_env.{name} must be one line of text without control characters "
+                               f"or surrounding spaces (docker's env file holds one NAME=value per line).")
+        secrets.env[name] = str(value)
+    return secrets
+
+
+def key_flag_wrap(flag: str, entrypoint: list, command: list) -> tuple[list, list]:
+    """(entrypoint, command) that hand the key to an engine taking it only as a flag.
+
+    The script is fixed text: the key is expanded from the env file's variable inside the
+    container, so neither the plan nor ``docker inspect`` Args holds it.
+    """
+    script = f'exec "$@" {flag} "${KEY_CARRIER_ENV}"'
+    return ["/bin/sh"], ["-c", script, "lanekit-api-key", *entrypoint, *command]
+
+
+def env_file_path(lane: str) -> str:
+    return f"{SECRET_DIR}/{lane}.env"
+
+
+def env_file_text(env: Mapping[str, str]) -> str:
+    return "".join(f"{name}={env[name]}\n" for name in sorted(env))
+
+
+# --- the plan's side ----------------------------------------------------------------------
+
+def secret_carrier(engine: _engines.Engine) -> str:
+    """The env file's variable that carries the API key into a rank of ``engine``."""
+    return engine.api_key_env or KEY_CARRIER_ENV
+
+
+def plan_secrets(lane: dict, secrets: Secrets) -> dict | None:
+    """The plan's record of the secrets: names, the node's env file and a hash; never a value."""
+    if not secrets:
+        return None
+    engine = _engines.get(lane["engine"])
+    carrier = secret_carrier(engine)
+    return {
+        "api_key": bool(secrets.api_key),
+        "api_key_env": carrier,
+        "env_names": sorted(secrets.env),
+        "env_file": env_file_path(lane["lane"]),
+        "hash": secrets.digest(lane["lane"], carrier),
+    }
+
+
+def secret_spec(spec: dict, hashed: dict, engine: _engines.Engine, record: dict) -> None:
+    """Point one rank at the env file; a flag-only engine gets the key through a /bin/sh indirection."""
+    spec["secret_env_file"] = record["env_file"]
+    spec["secret_env_names"] = sorted(record["env_names"] + ([record["api_key_env"]] if record["api_key"] else []))
+    if record["api_key"] and not engine.api_key_env:
+        entry = spec["entrypoint"] + spec["command"] if spec["entrypoint"] else list(engine.program) + spec["command"]
+        spec["entrypoint"], spec["command"] = key_flag_wrap(engine.api_key_flag, entry[:1], entry[1:])
+        hashed.update(entrypoint=spec["entrypoint"], command=spec["command"])
+    hashed["secrets"] = record["hash"]
+
+
+def lane_secrets(lane: dict, head_vars: dict, engine: _engines.Engine) -> Secrets:
+    """``lanekit_api_key`` and ``lanekit_secret_env`` checked against the lane (values never in messages)."""
+    reserved = dict(PLAN_ENV, **{engine.host_ip_env: "the inventory's fabric_ip"})
+    reserved.update({name: "the lane's serve.env" for name in effective_env(lane)})
+    reserved[secret_carrier(engine)] = "lanekit_api_key"
+    secrets = read_secrets(plain(head_vars.get("lanekit_api_key")), plain(head_vars.get("lanekit_secret_env")),
+                           reserved)
+    if (lane.get("api") or {}).get("key_required") and not secrets.api_key:
+        raise LanekitError(
+            f"{lane['_source']}: the lane sets api.key_required, but no lanekit_api_key is set; give the key in the "
+            f"inventory (an ansible-vault encrypted group_vars value) or with -e @secrets.yml.")
+    return secrets

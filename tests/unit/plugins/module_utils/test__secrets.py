@@ -1,0 +1,144 @@
+"""The secret channel (module_utils/_secrets.py, _redact.py) and the API lane keys as the plan renders them:
+lanekit_api_key and lanekit_secret_env never in the plan, only names, the env file path and a hash."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _redact, _secrets
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from tests.unit.helpers.plans import SGLANG, VLLM, plan
+
+KEY = "sk-lanekit-unit-7f3a9c"
+TOKEN = "hf_unitSECRETvalue42"
+
+
+def keyed(lane=VLLM, key=KEY, env=None, **kw):
+    extra = {"lanekit_api_key": key}
+    if env is not None:
+        extra["lanekit_secret_env"] = env
+    result, findings = plan(lane, extra_vars=extra, **kw)
+    assert findings["errors"] == [], findings["errors"]
+    return result
+
+
+def test_plain_plans_do_not_change():
+    base, _unused = plan(VLLM)
+    assert "secrets" not in base and "key_required" not in base["api"]
+    assert all("secret_env_file" not in r and "env_file" not in r["container"] for r in base["ranks"])
+
+
+@pytest.mark.parametrize("lane", [VLLM, SGLANG])
+def test_no_secret_value_is_in_the_plan(lane):
+    result = keyed(lane, env={"HF_TOKEN": TOKEN})
+    text = json.dumps(result)
+    assert KEY not in text and TOKEN not in text
+    assert result["secrets"]["env_names"] == ["HF_TOKEN"]
+    assert result["secrets"]["env_file"] == f"/etc/lanekit/secrets/{lane}.env"
+    assert result["api"]["key_required"] is True
+    for rank in result["ranks"]:
+        assert rank["container"]["env_file"] == result["secrets"]["env_file"]
+        argv = rank["docker_argv"]
+        assert argv[argv.index("--env-file") + 1] == result["secrets"]["env_file"]
+        assert "HF_TOKEN" in rank["secret_env_names"]
+
+
+def test_vllm_reads_the_key_from_its_environment():
+    result = keyed(VLLM)
+    head = result["ranks"][0]
+    assert result["secrets"]["api_key_env"] == "VLLM_API_KEY"
+    assert "--api-key" not in head["command"] and head["entrypoint"] == ["vllm"]
+    assert "VLLM_API_KEY" in head["secret_env_names"]
+
+
+def test_sglang_gets_the_flag_through_an_indirection_that_holds_no_value():
+    result = keyed(SGLANG)
+    head = result["ranks"][0]
+    assert result["secrets"]["api_key_env"] == "LANEKIT_API_KEY"
+    assert head["entrypoint"] == ["/bin/sh"]
+    assert head["command"][:3] == ["-c", 'exec "$@" --api-key "$LANEKIT_API_KEY"', "lanekit-api-key"]
+    assert "--model-path" in head["command"]  # the engine's own argv follows, unchanged
+
+
+def test_a_changed_secret_moves_every_spec_hash():
+    one, two = keyed(env={"HF_TOKEN": TOKEN}), keyed(env={"HF_TOKEN": TOKEN + "x"})
+    base, _unused = plan(VLLM)
+    assert one["plan_hash"] != two["plan_hash"] != base["plan_hash"]
+    assert all(a["spec_hash"] != b["spec_hash"] for a, b in zip(one["ranks"], two["ranks"], strict=True))
+    assert keyed(env={"HF_TOKEN": TOKEN})["plan_hash"] == one["plan_hash"]
+
+
+def test_a_lane_that_requires_a_key_refuses_without_one():
+    with pytest.raises(LanekitError, match="api.key_required.*lanekit_api_key"):
+        plan(VLLM, overrides={"api": {"key_required": True}})
+    assert keyed(overrides={"api": {"key_required": True}})["api"]["key_required"]
+
+
+@pytest.mark.parametrize("key, env, words", [
+    ("two words", None, "lanekit_api_key is not a usable key"),
+    ("line\nbreak", None, "lanekit_api_key is not a usable key"),
+    (KEY, {"HF_TOKEN": "a\nb"}, "lanekit_secret_env.HF_TOKEN must be one line"),
+    (KEY, {"1BAD": "x"}, "not an environment variable name"),
+    (KEY, {"VLLM_HOST_IP": "x"}, "which the plan sets"),
+    (KEY, {"VLLM_API_KEY": "x"}, "from lanekit_api_key"),
+    (KEY, ["HF_TOKEN"], "lanekit_secret_env is not a mapping"),
+])
+def test_bad_secrets_are_sentences_without_the_value(key, env, words):
+    with pytest.raises(LanekitError) as err:
+        keyed(key=key, env=env)
+    assert words in str(err.value)
+    assert "a\nb" not in str(err.value) and "two words" not in str(err.value)
+
+
+def test_the_bind_address_is_a_lane_key():
+    result, _unused = plan(VLLM, overrides={"api": {"bind": "10.100.0.11"}})
+    head = result["ranks"][0]["command"]
+    assert head[head.index("--host") + 1] == "10.100.0.11"
+    sglang, _unused = plan(SGLANG, overrides={"api": {"bind": "10.100.0.11"}})
+    worker = sglang["ranks"][3]["command"]
+    assert worker[worker.index("--host") + 1] == "127.0.0.1"  # a worker cannot bind the head's address
+    with pytest.raises(LanekitError, match="api.bind"):
+        plan(VLLM, overrides={"api": {"bind": "everywhere"}})
+
+
+@pytest.mark.parametrize("name", ["mistral\n", "mistral\nFROM evil", "mis tral", "mistral\t", "-dash"])
+def test_served_name_is_one_plain_line(name):
+    with pytest.raises(LanekitError, match="model.served_name"):
+        plan(VLLM, overrides={"model": {"served_name": name}})
+
+
+def test_the_env_file_is_one_line_per_secret():
+    secrets = _secrets.Secrets(api_key=KEY, env={"HF_TOKEN": TOKEN})
+    assert _secrets.env_file_text(secrets.file_env("VLLM_API_KEY")) == f"HF_TOKEN={TOKEN}\nVLLM_API_KEY={KEY}\n"
+
+
+def test_redaction_of_inspect_argv_and_text():
+    obj = {"Args": ["--model", "m", "--api-key", KEY, "--hf-token=" + TOKEN],
+           "Config": {"Env": ["PATH=/bin", "HF_TOKEN=" + TOKEN, "MY_SECRET=zz", "OTHER=" + KEY],
+                      "Cmd": ["--api-key", KEY], "Labels": {"note": "key " + KEY}}}
+    out = _redact.redact_inspect(obj, names=["OTHER"], values=[KEY, TOKEN])
+    text = json.dumps(out)
+    assert KEY not in text and TOKEN not in text and "zz" not in text
+    assert "PATH=/bin" in out["Config"]["Env"] and out["Args"][:3] == ["--model", "m", "--api-key"]
+    assert _redact.redact_text(f"server_args=ServerArgs(api_key='{KEY}')", [KEY, "ab"]) == \
+        "server_args=ServerArgs(api_key='********')"
+
+
+def test_the_plan_file_is_private(tmp_path):
+    import os
+    import stat
+
+    from ansible_collections.lanekit.serving.plugins.module_utils._plan import write_plan_file
+    path = tmp_path / "reports" / "lane" / "plan.json"
+    assert write_plan_file(str(path), {"lane": "x"})
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    os.chmod(path, 0o644)
+    assert not write_plan_file(str(path), {"lane": "x"})
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_ranks_carry_the_names_of_their_secrets_as_a_label():
+    result = keyed(env={"HF_TOKEN": TOKEN})
+    assert result["ranks"][0]["labels"]["io.lanekit.secret-env"] == "HF_TOKEN,VLLM_API_KEY"
