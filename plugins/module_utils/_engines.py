@@ -175,11 +175,6 @@ VLLM = Engine(
         "--master-addr": "the head host's fabric_ip", "--master-port": "serve.rendezvous_port",
         "--headless": "the plan (ranks above 0)", "--host": "the plan", "--port": "serve.port",
         "--served-model-name": "model.served_name",
-        "--data-parallel-size": "topology.data_parallel", "-dp": "topology.data_parallel",
-        "--data-parallel-size-local": "topology.data_parallel_local",
-        "--data-parallel-start-rank": "the plan (node rank x topology.data_parallel_rank_step)",
-        "--data-parallel-address": "the head host's fabric_ip",
-        "--data-parallel-rpc-port": "serve.rendezvous_port",
     },
     host_ip_env="VLLM_HOST_IP",
     timeouts=(
@@ -214,7 +209,14 @@ VLLM = Engine(
     display="vLLM",
     consolidated_layout_args={"--tokenizer-mode": "mistral", "--config-format": "mistral",
                               "--load-format": "mistral"},
-    extra={"default_rendezvous_port": 29501},
+    extra={"default_rendezvous_port": 29501,
+           # Flags the plan renders for data-parallel layouts (topology.layout dp, P/D dep pools) only.
+           "dp_owned": {
+               "--data-parallel-size": "topology.data_parallel", "-dp": "topology.data_parallel",
+               "--data-parallel-size-local": "topology.data_parallel_local",
+               "--data-parallel-start-rank": "the plan (node rank x topology.data_parallel_rank_step)",
+               "--data-parallel-address": "the head host's fabric_ip",
+               "--data-parallel-rpc-port": "serve.rendezvous_port"}},
 )
 
 SGLANG = Engine(
@@ -319,6 +321,13 @@ VLLM_ROUTER = ProcessRole(
     ),
 )
 ROLES: Mapping[str, ProcessRole] = {"router": VLLM_ROUTER}
+
+
+def layout_owned(engine: Engine, layout: str) -> Mapping[str, str]:
+    """The flags the plan renders for a lane of ``layout``: the engine's own, plus the data-parallel ones for dp."""
+    if layout in ("dp", "pd"):
+        return {**engine.plan_owned, **dict(engine.extra.get("dp_owned") or {})}
+    return engine.plan_owned
 # Start batches and stop batches of a P/D lane, by rank role: the pools' heads (their own
 # rendezvous stores), their workers, then the router; stopping runs the other way round.
 PD_START_ORDER: tuple[tuple[str, ...], ...] = (("prefill-head", "decode-head"), ("prefill-worker", "decode-worker"),

@@ -94,15 +94,24 @@ def pool_lane(lane: dict, role: str) -> dict:
     return out
 
 
-def check_pool_args(lane: dict) -> None:
-    """Refuse pool or router flags that the plan renders itself (the pool's port, sizes, the router's endpoints)."""
+def check_layout_args(lane: dict) -> None:
+    """Refuse flags a data-parallel layout renders itself, in serve.args (and pool/router flags for P/D)."""
     engine = _engines.get(lane["engine"])
+    owned = _engines.layout_owned(engine, layout_of(lane))
+    if layout_of(lane) == "dp":
+        for flag, value in lane["serve"]["args"].items():
+            if flag in owned and flag not in engine.plan_owned and value not in (None, False):
+                raise LanekitError(
+                    f"{lane['_source']}: key 'serve.args.{flag}' is set, but in a data-parallel lane (topology.layout "
+                    f"dp) the plan renders {flag} from {owned[flag]}; remove it from serve.args.")
+    if layout_of(lane) != "pd":
+        return
     for role in POOLS:
         for flag, value in lane["pd"][role].get("args", {}).items():
-            if flag in engine.plan_owned and value not in (None, False):
+            if flag in owned and value not in (None, False):
                 raise LanekitError(
                     f"{lane['_source']}: key 'pd.{role}.args.{flag}' is set, but the plan renders {flag} from "
-                    f"{engine.plan_owned[flag].replace('serve.port', f'pd.{role}.port').replace('topology.', f'pd.{role}.')}"
+                    f"{owned[flag].replace('serve.port', f'pd.{role}.port').replace('topology.', f'pd.{role}.')}"
                     f"; remove it from pd.{role}.args.")
     router = _engines.ROLES["router"]
     for flag, value in (lane["pd"].get("router") or {}).get("args", {}).items():
@@ -120,6 +129,7 @@ def _url(host: dict, port: int) -> str:
 def processes(lane: dict, hosts: list[dict], model_path: str, rank_lanes: dict | None = None) -> list[dict]:
     """One record per rank, in rank order: host, role, engine argv, the lane it was rendered from, health port."""
     layout = layout_of(lane)
+    check_layout_args(lane)
     if layout != "pd":
         if rank_lanes:
             records = []
@@ -128,7 +138,6 @@ def processes(lane: dict, hosts: list[dict], model_path: str, rank_lanes: dict |
                 records.append(_group(rlane, hosts, model_path, ("head", "worker"))[rank])
             return records
         return _group(lane, hosts, model_path, ("head", "worker"))
-    check_pool_args(lane)
     sizes = [lane["pd"][role]["nodes"] for role in POOLS]
     pools = {"prefill": hosts[:sizes[0]], "decode": hosts[sizes[0]:sizes[0] + sizes[1]]}
     records: list[dict] = []

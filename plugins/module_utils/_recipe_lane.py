@@ -151,7 +151,7 @@ def _split(engine: _engines.Engine, cmd: dict, src: RecipeSource, comments: dict
         has_value = i + 1 < len(tail) and not str(tail[i + 1]).startswith("-")
         value = tail[i + 1] if has_value else True
         i += 2 if has_value else 1
-        if flag in engine.plan_owned:
+        if flag in _engines.layout_owned(engine, "dp"):
             owned[flag] = (value, origin)
             continue
         if "=" in flag and value is True:
