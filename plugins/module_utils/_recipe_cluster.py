@@ -148,12 +148,12 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
 def _pd_for_cluster(src: RecipeSource, strategy: str, pd, nodes: int, cluster: Cluster) -> dict:
     """The P/D pools sized to the inventory: each pool on nodes of its own, together every lane_nodes host."""
     pd = copy.deepcopy(pd) if isinstance(pd, dict) else {}
+    sized = any(isinstance(pd.get(r), dict) and "nodes" in pd[r] for r in ("prefill", "decode"))
     for role, share in (("prefill", (nodes + 1) // 2), ("decode", nodes // 2)):
         pool = pd.setdefault(role, {})
         if not isinstance(pool, dict):
             return pd  # the compiler refuses the shape with its own sentence
-        pool.setdefault("nodes", share if not any(isinstance(pd.get(r), dict) and "nodes" in pd[r]
-                                                  for r in ("prefill", "decode")) else None)
+        pool.setdefault("nodes", None if sized else share)
     asked = [pd[r].get("nodes") for r in ("prefill", "decode")]
     if any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in asked) or sum(asked) != nodes:
         raise LanekitError(
