@@ -328,6 +328,8 @@ def layout_owned(engine: Engine, layout: str) -> Mapping[str, str]:
     if layout in ("dp", "pd"):
         return {**engine.plan_owned, **dict(engine.extra.get("dp_owned") or {})}
     return engine.plan_owned
+
+
 # Start batches and stop batches of a P/D lane, by rank role: the pools' heads (their own
 # rendezvous stores), their workers, then the router; stopping runs the other way round.
 PD_START_ORDER: tuple[tuple[str, ...], ...] = (("prefill-head", "decode-head"), ("prefill-worker", "decode-worker"),

@@ -271,7 +271,7 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
         for flag in common_args:
             comments[("serve", "args", flag)] = heads[0]["origins"]["args"][heads[0]["argv"][3:].index(flag)] \
                 if flag in heads[0]["argv"][3:] else "recipe (both pools)"
-        envs = [{k: v for k, v in c["env"].items()} for c in heads]
+        envs = [dict(c["env"]) for c in heads]
         shared_env = {k for k in envs[0] if envs[1].get(k) == envs[0][k]}
         head = dict(heads[0], env={k: v for k, v in heads[0]["env"].items() if k in shared_env})
         args, owned = common_args, {}

@@ -77,7 +77,7 @@ def _post(node: str, url: str, body: dict) -> tuple[int, dict, str]:
               "timeout=60)\n"
               "print(json.dumps({'status':r.status,'headers':dict(r.headers),'body':r.read().decode()}))")
     out = subprocess.run(["docker", "exec", node, "python3", "-c", script, url, json.dumps(body)],
-                                        capture_output=True, text=True, timeout=90, check=False)
+                         capture_output=True, text=True, timeout=90, check=False)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     return data["status"], data["headers"], data["body"]
