@@ -206,3 +206,16 @@ def test_the_router_log_moves_its_rank_to_ready():
     log.feed([(1.0, "INFO vllm_router: Waiting for 2 workers to become healthy"),
               (2.0, "INFO vllm_router: All workers are healthy"), (3.0, "INFO vllm_router: Starting router on 0.0.0.0:8000")])
     assert log.phase == "ready" and _engines.milestones("vllm", "router") == _engines.VLLM_ROUTER.milestones
+
+
+def test_single_node_dep_is_a_data_parallel_lane_on_one_node():
+    src = load_recipe(SEED)
+    src.recipe["strategy_hardware"]["single_node_dep"] = {"gb300": "supported"}
+    result = compile_recipe(src, Choice(hardware="gb300", strategy="single_node_dep"))
+    lane, _comments = build_lane(src, result, "x")
+    assert lane["topology"] == {"nodes": 1, "gpus_per_node": 4, "tensor_parallel": 1, "pipeline_parallel": 1,
+                                "data_parallel": 4, "layout": "dp", "data_parallel_local": 4}
+    records = _plan_layout.processes(load_lane_data(lane), [{"name": "a", "fabric_ip": "10.0.0.1"}], "/m")
+    argv = records[0]["argv"]
+    assert _flag(argv, "--data-parallel-size") == "4" and "--data-parallel-start-rank" not in argv
+    assert "--enable-expert-parallel" in argv and records[0]["role"] == "head"
