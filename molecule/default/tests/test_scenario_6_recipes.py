@@ -58,6 +58,11 @@ def _run(playbook: str, inventory: str, extra_vars: dict, timeout: int = 1200):
     return proc
 
 
+# The shared sim's stand-in images change with whoever ran sim-up last; the recipe image's lock in
+# .sim/locks follows them (a fresh CI sim has none).
+LOCK_FOLLOWS_THE_SIM = {"image_lock_update": True}
+
+
 def _digests() -> dict:
     """The sim's pins, and the recipe image's (the same stand-in upstream) under its own name."""
     with open(os.path.join(ROOT, "inventories", "sim", "group_vars", "all", "sim_pins.yml"), encoding="utf-8") as fh:
@@ -126,7 +131,8 @@ def recipe_nodes(tmp_path_factory):
 def test_a_multi_node_dep_lane_deploys_and_answers_on_rank_zero(recipe_nodes):
     inventory = _inventory(recipe_nodes / "dep", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
     proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "strategy": "multi_node_dep",
-                                               "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM})
+                                               "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM,
+                                               **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 multi_node_dep deploy (2 nodes)", proc.seconds)
     assert_no_traceback(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -149,7 +155,8 @@ def test_a_pd_cluster_lane_routes_a_request_through_prefill_and_decode(recipe_no
     inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
     proc = _run("deploy_lane.yml", inventory, {
         "recipe": RECIPE, "strategy": "pd_cluster", "pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
-        "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM})
+        "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM,
+                                               **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 pd_cluster deploy (1+1 nodes + router)", proc.seconds)
     assert_no_traceback(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -187,7 +194,8 @@ def test_a_multi_node_tp_pp_lane_reaches_ready(recipe_nodes):
                      model={"id": "mistralai/Mistral-Large-4-1T-A52B-NVFP4",
                             "dir": "mistralai/Mistral-Large-4-1T-A52B-NVFP4"})
     proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "strategy": "multi_node_tp_pp",
-                                               "lanekit_image_digests": _digests(), "lane_cli_overrides": overrides})
+                                               "lanekit_image_digests": _digests(), "lane_cli_overrides": overrides,
+                                               **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 multi_node_tp_pp deploy (2 nodes)", proc.seconds)
     assert_no_traceback(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:]
