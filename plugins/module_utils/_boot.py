@@ -120,13 +120,16 @@ def readiness(engine: str | None, statuses: Mapping[int, RankStatus], chat_requi
         return False, "/v1/models does not list the served model"
     if chat_required and not api.get("chat_ok"):
         return False, "no streamed first token yet"
-    if engine in engines.ENGINES and engines.get(engine).workers_serve_health:
-        waiting = sorted(
-            s.rank for s in statuses.values()
-            if not s.is_head and (s.probes.get("health") or {}).get("status") != 200
-        )
-        if waiting:
-            return False, f"worker health not 200 on {fmt_ranks(waiting)}"
+    every_worker = engine in engines.ENGINES and engines.get(engine).workers_serve_health
+    # Workers with an HTTP server of their own (SGLang's; data-parallel engines, P/D pool heads) are
+    # health-probed; each must answer 200.
+    waiting = sorted(
+        s.rank for s in statuses.values()
+        if not s.is_head and (every_worker or "health" in s.probes)
+        and (s.probes.get("health") or {}).get("status") != 200
+    )
+    if waiting:
+        return False, f"worker health not 200 on {fmt_ranks(waiting)}"
     return True, ""
 
 

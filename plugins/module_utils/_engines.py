@@ -66,6 +66,12 @@ class RankArgs:
     data_parallel: int
     lane_args: list  # the lane's own serve.args, rendered (plan-owned flags refused before)
     bind_host: str = "0.0.0.0"
+    # "tp": one group over the nodes (--nnodes/--node-rank); "dp": one engine per node joined by
+    # data parallelism (--data-parallel-*), every rank with its own start rank.
+    layout: str = "tp"
+    data_parallel_local: int = 1
+    data_parallel_start: int = 0
+    serves_http: bool = False  # a data-parallel rank above 0 that runs its own API server
 
 
 @dataclass(frozen=True)
@@ -124,10 +130,19 @@ class Engine:
 def _vllm_argv(a: RankArgs) -> list:
     # vLLM takes the model positionally; headless ranks (above 0) serve no HTTP.
     argv = [a.model_path, "--served-model-name", a.served_name]
-    if a.rank == 0:
+    if a.rank == 0 or a.serves_http:
         argv += ["--host", a.bind_host, "--port", str(a.port)]
     argv += list(a.lane_args)
     argv += ["--tensor-parallel-size", str(a.tensor_parallel)]
+    if a.layout == "dp":
+        # One engine per node: the data-parallel group meets at the head's RPC port (the plan's
+        # rendezvous port); each node's first DP rank is its start rank.
+        argv += ["--data-parallel-size", str(a.data_parallel), "--data-parallel-size-local",
+                 str(a.data_parallel_local), "--data-parallel-address", a.head_ip,
+                 "--data-parallel-rpc-port", str(a.rendezvous_port)]
+        if a.rank > 0:
+            argv += ["--data-parallel-start-rank", str(a.data_parallel_start)]
+        return argv
     if a.pipeline_parallel > 1:
         argv += ["--pipeline-parallel-size", str(a.pipeline_parallel)]
     if a.nnodes > 1:
@@ -200,7 +215,14 @@ VLLM = Engine(
     display="vLLM",
     consolidated_layout_args={"--tokenizer-mode": "mistral", "--config-format": "mistral",
                               "--load-format": "mistral"},
-    extra={"default_rendezvous_port": 29501},
+    extra={"default_rendezvous_port": 29501,
+           # Flags the plan renders for data-parallel layouts (topology.layout dp, P/D dep pools) only.
+           "dp_owned": {
+               "--data-parallel-size": "topology.data_parallel", "-dp": "topology.data_parallel",
+               "--data-parallel-size-local": "topology.data_parallel_local",
+               "--data-parallel-start-rank": "the plan (node rank x topology.data_parallel_rank_step)",
+               "--data-parallel-address": "the head host's fabric_ip",
+               "--data-parallel-rpc-port": "serve.rendezvous_port"}},
     # vLLM binds --api-key from VLLM_API_KEY when the flag is absent.
     api_key_env="VLLM_API_KEY",
 )
@@ -254,6 +276,78 @@ SGLANG = Engine(
 
 ENGINES: Mapping[str, Engine] = {e.name: e for e in (VLLM, SGLANG)}
 
+
+@dataclass(frozen=True)
+class RouterArgs:
+    """What the router's argv builder needs: its pools' endpoints and its own address."""
+
+    prefill: list  # http://address:port of each prefill endpoint
+    decode: list
+    port: int
+    policy: str = "round_robin"
+    intra_node_data_parallel_size: int = 1
+    lane_args: list = field(default_factory=list)
+    bind_host: str = "0.0.0.0"
+
+
+def _vllm_router_argv(a: RouterArgs) -> list:
+    # The recipe site's router command: policy, P/D mode, the endpoints, then its own address.
+    argv = ["--policy", a.policy, "--vllm-pd-disaggregation"]
+    for url in a.prefill:
+        argv += ["--prefill", url]
+    for url in a.decode:
+        argv += ["--decode", url]
+    argv += ["--host", a.bind_host, "--port", str(a.port),
+             "--intra-node-data-parallel-size", str(a.intra_node_data_parallel_size)]
+    return argv + list(a.lane_args)
+
+
+@dataclass(frozen=True)
+class ProcessRole:
+    """A process of a lane that is not a rank of the model (the P/D router)."""
+
+    name: str
+    program: tuple[str, ...]
+    argv: Callable[[RouterArgs], list]
+    plan_owned: Mapping[str, str]
+    milestones: tuple[Milestone, ...]
+
+
+# The P/D router in front of the prefill and decode pools: it starts after the pools (it waits
+# for their health) and stops before them (no request is routed into a stopping pool).
+VLLM_ROUTER = ProcessRole(
+    name="router",
+    program=("vllm-router",),
+    argv=_vllm_router_argv,
+    plan_owned={"--prefill": "pd.prefill", "--decode": "pd.decode", "--host": "the plan", "--port": "serve.port",
+                "--policy": "pd.router.policy", "--vllm-pd-disaggregation": "the plan",
+                "--intra-node-data-parallel-size": "pd.router.intra_node_data_parallel_size"},
+    milestones=(
+        _m(r"Router configuration|Waiting for \d+ workers? to become healthy", "rendezvous", "rendezvous"),
+        _m(r"Worker .* is healthy", "loading", "load_begin"),
+        _m(r"All workers are healthy", "warmup", "warmup"),
+        _m(r"Starting router on|Router listening on", "ready", "api_up"),
+    ),
+)
+ROLES: Mapping[str, ProcessRole] = {"router": VLLM_ROUTER}
+
+
+def layout_owned(engine: Engine, layout: str) -> Mapping[str, str]:
+    """The flags the plan renders for a lane of ``layout``: the engine's own, plus the data-parallel ones for dp."""
+    if layout in ("dp", "pd"):
+        return {**engine.plan_owned, **dict(engine.extra.get("dp_owned") or {})}
+    return engine.plan_owned
+
+
+# Start batches and stop batches of a P/D lane, by rank role: the pools' heads (their own
+# rendezvous stores), their workers, then the router; stopping runs the other way round.
+PD_START_ORDER: tuple[tuple[str, ...], ...] = (("prefill-head", "decode-head"), ("prefill-worker", "decode-worker"),
+                                               ("router",))
+PD_STOP_ORDER: tuple[tuple[str, ...], ...] = (("router",), ("prefill-head", "decode-head"),
+                                              ("prefill-worker", "decode-worker"))
+# Roles whose rank answers the lane's API (the readiness probes go there).
+API_ROLES = ("head", "router")
+
 # Milestones every engine prints (the weight bar names the phase on its own).
 COMMON_MILESTONES: tuple[Milestone, ...] = (
     _m(r"Loading safetensors checkpoint shards", "loading", "load_begin"),
@@ -270,8 +364,10 @@ def get(name: str | None) -> Engine:
         ) from None
 
 
-def milestones(name: str | None) -> tuple[Milestone, ...]:
+def milestones(name: str | None, role: str | None = None) -> tuple[Milestone, ...]:
     """The milestones to read a log with: the engine's own and the common ones (all when unknown)."""
+    if role in ROLES:
+        return ROLES[role].milestones
     if name in ENGINES:
         return ENGINES[name].milestones + COMMON_MILESTONES
     return tuple(m for e in ENGINES.values() for m in e.milestones) + COMMON_MILESTONES

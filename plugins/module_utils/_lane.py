@@ -50,6 +50,19 @@ def _f(kind, required=False, extra=None, default=None, minimum=None):
     return {"kind": kind, "required": required, "extra": extra, "default": default, "min": minimum}
 
 
+# One pool of a P/D lane: its nodes, how they split the model, its port and its own flags/env.
+_POOL = {
+    "nodes": _f("int", True, minimum=1),
+    "parallelism": _f("enum", False, ("tp", "tep", "dep"), "tp"),
+    "tensor_parallel": _f("int", True, minimum=1),
+    "data_parallel": _f("int", False, None, 1, minimum=1),
+    "data_parallel_local": _f("int", False, minimum=1),
+    "port": _f("port", True),
+    "rendezvous_port": _f("port", True),
+    "args": _f("args"),
+    "env": _f("env"),
+}
+
 SCHEMA = {
     "lane": _f("str", True),
     "description": _f("str"),
@@ -81,6 +94,11 @@ SCHEMA = {
         "tensor_parallel": _f("int", True, minimum=1),
         "pipeline_parallel": _f("int", False, None, 1, minimum=1),
         "data_parallel": _f("int", False, None, 1, minimum=1),
+        # How the ranks form (unset: "tp", one group over the nodes): "dp", one engine per node
+        # joined by data parallelism (multi_node_dep, multi_node_tp_dp); "pd", the pools of ``pd``.
+        "layout": _f("enum", False, ("tp", "dp", "pd")),
+        "data_parallel_local": _f("int", False, minimum=1),  # --data-parallel-size-local (default gpus_per_node)
+        "data_parallel_rank_step": _f("int", False, minimum=1),  # start rank = node rank x step (default local)
     }),
     "serve": _f("map", True, {
         "entrypoint": _f("strlist"),
@@ -108,6 +126,17 @@ SCHEMA = {
     "cache": _f("map", False, {
         "warm": _f("bool", False, None, True),
         "headroom_gib": _f("num", False, None, 4.0),
+    }),
+    # Prefill/decode disaggregation (topology.layout pd): two pools of nodes and the router in front.
+    "pd": _f("map", False, {
+        "prefill": _f("map", True, _POOL),
+        "decode": _f("map", True, _POOL),
+        "router": _f("map", False, {
+            "policy": _f("str", False, None, "round_robin"),
+            "intra_node_data_parallel_size": _f("int", False, None, 1, minimum=1),
+            "entrypoint": _f("strlist"),
+            "args": _f("args"),
+        }),
     }),
     # Operator notes the plan can print (a compiled recipe lane carries the recipe's notes here).
     "notes": _f("strlist"),
@@ -367,7 +396,38 @@ def validate(layers: Layers, lane_name: str) -> dict:
     for key in ("nodes", "gpus_per_node", "tensor_parallel"):
         if topo[key] < 1:
             raise _fail(layers, ("topology", key), _describe(topo[key]), "a whole number of at least 1")
+    _check_layout(layers, lane)
     return lane
+
+
+def _check_layout(layers: Layers, lane: dict) -> None:
+    """The keys of one layout agree: ``pd`` goes with layout pd, and its pools fill topology.nodes."""
+    topo, pd = lane["topology"], lane.get("pd")
+    layout = topo.get("layout") or "tp"
+    if layout == "pd" and not pd:
+        raise _fail(layers, ("pd",), "missing", "the prefill and decode pools when topology.layout is pd",
+                    "Add a pd section, or remove topology.layout.")
+    if pd and layout != "pd":
+        raise _fail(layers, ("topology", "layout"), _describe(topo.get("layout")), "pd when the lane has a pd section",
+                    "Set topology.layout: pd, or remove the pd section.")
+    if pd:
+        total = pd["prefill"]["nodes"] + pd["decode"]["nodes"]
+        if total != topo["nodes"]:
+            raise _fail(layers, ("topology", "nodes"), _describe(topo["nodes"]),
+                        f"{total}, the prefill and decode pools' nodes together (pd.prefill.nodes + pd.decode.nodes)")
+        ports = [pd["prefill"]["port"], pd["decode"]["port"], lane["serve"]["port"]]
+        if len(set(ports)) != 3:
+            raise _fail(layers, ("pd", "decode", "port"), _describe(pd["decode"]["port"]),
+                        "a port of its own: the router (serve.port), the prefill pool and the decode pool each listen "
+                        "on one, and the router shares the prefill head's host")
+        for role in ("prefill", "decode"):
+            pd[role]["args"] = pd[role].get("args") or {}
+            pd[role]["env"] = pd[role].get("env") or {}
+        router = pd.get("router") or {}
+        router.setdefault("policy", "round_robin")
+        router.setdefault("intra_node_data_parallel_size", 1)
+        router["args"] = router.get("args") or {}
+        pd["router"] = router
 
 
 # --- loading ------------------------------------------------------------------------------

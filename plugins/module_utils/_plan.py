@@ -16,17 +16,15 @@ import os
 import posixpath
 import re
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint, _plan_layout
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, rank_container
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
-    effective_args,
     effective_env,
     load_lane,
     read_lane_file,
-    render_args,
     timeout_value,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import plan_owned_flag
@@ -98,38 +96,6 @@ def _fabric_env(engine: _engines.Engine, host: dict) -> dict:
     if host.get("ucx_net_devices"):
         env["UCX_NET_DEVICES"] = host["ucx_net_devices"]
     return env
-
-
-def bind_address(lane: dict, rank: int) -> str:
-    """The address a rank's HTTP server binds: the lane's api.bind (default 0.0.0.0) on the head.
-
-    A worker's health server (SGLang) keeps a wildcard or loopback bind as it is; a specific
-    address (the head's) cannot be bound on a worker, which then serves its health on 127.0.0.1
-    (its only client is the status probe on its own node).
-    """
-    bind = (lane.get("api") or {}).get("bind") or "0.0.0.0"
-    if rank == 0 or bind in ("0.0.0.0", "::") or ipaddress.ip_address(bind).is_loopback:
-        return bind
-    return "127.0.0.1"
-
-
-def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: str) -> list[str]:
-    serve, topo = lane["serve"], lane["topology"]
-    return _engines.get(lane["engine"]).argv(_engines.RankArgs(
-        model_path=model_path,
-        served_name=lane["model"]["served_name"],
-        port=serve["port"],
-        rendezvous_port=serve["rendezvous_port"],
-        rank=rank,
-        nnodes=nnodes,
-        head_ip=head_ip,
-        tensor_parallel=topo["tensor_parallel"],
-        pipeline_parallel=topo["pipeline_parallel"],
-        data_parallel=topo["data_parallel"],
-        # The boot budget's flags follow the lane's own (appended when the lane leaves them unset).
-        lane_args=render_args(effective_args(lane)),
-        bind_host=bind_address(lane, rank),
-    ))
 
 
 def docker_run_argv(spec: dict) -> list[str]:
@@ -248,51 +214,63 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         )
     ordered = order_hosts(hosts, cluster.get("head_host"))
     nnodes = len(ordered)
-    head = ordered[0]
-    head_ip = head.get("fabric_ip") or ""
+    layout = _plan_layout.layout_of(lane)
     model_path = posixpath.join(weights_root, lane["model"]["dir"])
     entry = list(lane["serve"].get("entrypoint") or image.get("entrypoint") or [])
     secret_record = plan_secrets(lane, secrets or Secrets())
+    records = _plan_layout.processes(lane, ordered, model_path, rank_lanes)
     ranks = []
-    for rank, host in enumerate(ordered):
-        rlane = (rank_lanes or {}).get(host["name"], lane)
+    for rank, record in enumerate(records):
+        host, rlane = record["host"], record["lane"]
         env = {}
-        env.update(profile.get("env", {}))
-        env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
-        env.update(effective_env(rlane))
+        if record["gpu"]:
+            env.update(profile.get("env", {}))
+            env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
+            env.update(effective_env(rlane))
         env.update(_fabric_env(engine, host))
-        if cluster.get("rank_visible_devices") not in (None, ""):
+        if record["gpu"] and cluster.get("rank_visible_devices") not in (None, ""):
             # A rank that owns some of the node's GPUs (e.g. a second TP4 replica on GPUs 4-7).
             env[profile.get("visible_devices_env") or "CUDA_VISIBLE_DEVICES"] = str(cluster["rank_visible_devices"])
+        if record.get("pool") in _plan_layout.POOLS:
+            # NIXL's side channel listens on the rank's own fabric address (the site's $<ROLE>_NODE_k).
+            env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = host.get("fabric_ip") or ""
         # Ranks read the staged weights only; a rank reaching for the Hub mid-boot is a bug.
         env["HF_HUB_OFFLINE"] = "1"
         env = _str_env(env)
-        command = entry[1:] + _engine_argv(rlane, model_path, rank, nnodes, head_ip)
+        own_entry = record.get("entrypoint") or entry
+        command = own_entry[1:] + record["argv"]
         spec = {
             "host": host["name"],
             "node_rank": rank,
-            "role": "head" if rank == 0 else "worker",
+            "role": record["role"],
             "container_name": f"{CONTAINER_PREFIX}{lane['lane']}-r{rank}",
             "image": image["ref"],
-            "entrypoint": entry[:1],
+            "entrypoint": own_entry[:1],
             "command": command,
             "env": env,
-            "mounts": [{"source": weights_root, "target": weights_root, "read_only": True}],
+            "mounts": [{"source": weights_root, "target": weights_root, "read_only": True}] if record["gpu"] else [],
             "network_mode": "host",
             "ipc_mode": "host",
-            "gpus": cluster.get("rank_gpus") or "",
-            "devices": list(cluster.get("rank_devices") or []),
-            "group_add": list(cluster.get("rank_group_add") or []),
-            "security_opt": list(cluster.get("rank_security_opt") or []),
+            "gpus": (cluster.get("rank_gpus") or "") if record["gpu"] else "",
+            "devices": list(cluster.get("rank_devices") or []) if record["gpu"] else [],
+            "group_add": list(cluster.get("rank_group_add") or []) if record["gpu"] else [],
+            "security_opt": list(cluster.get("rank_security_opt") or []) if record["gpu"] else [],
             "cap_add": list(cluster.get("rank_cap_add") or []),
             "ulimits": list(cluster.get("rank_ulimits") or []),
             "shm_size": cluster.get("rank_shm_size") or "",
             "extra_docker_args": list(rlane["serve"].get("docker_args") or []),
             "fabric_ip": host.get("fabric_ip"),
             "api_port": lane["serve"]["port"],
-            # Workers answer HTTP only where the engine runs a health server on them (SGLang; not vLLM).
-            "health_port": lane["serve"]["port"] if (rank == 0 or engine.workers_serve_health) else None,
+            # Which ranks answer HTTP: the head; workers where the engine runs a health server on them
+            # (SGLang; not vLLM's headless ranks); every data-parallel engine that is not headless.
+            "health_port": record["health_port"],
         }
+        if layout != "tp":
+            # Published for the new layouts only, so the plans of tensor-parallel lanes do not move.
+            spec["pool"] = record.get("pool") or "lane"
+            spec["pool_rank"] = record["pool_rank"]
+            spec["api_port"] = record["health_port"] if record.get("pool") in _plan_layout.POOLS else lane["serve"]["port"]
+            spec["serves_api"] = record["role"] in _engines.API_ROLES
         hashed = {k: spec[k] for k in (
             "image", "entrypoint", "command", "env", "mounts", "network_mode", "ipc_mode", "gpus", "devices",
             "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")}
@@ -322,7 +300,9 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
     hosts_index: dict[str, list[int]] = {}
     for spec in ranks:
         hosts_index.setdefault(spec["host"], []).append(spec["node_rank"])
-    return {
+    api_rank = next(r for r in ranks if r["role"] in _engines.API_ROLES)
+    start_order, stop_order = _plan_layout.orders(layout, [r["role"] for r in ranks], engine)
+    out = {
         "lane": lane["lane"],
         "engine": lane["engine"],
         "plan_hash": plan_hash,
@@ -341,22 +321,30 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             "size_gib": lane["model"].get("size_gib"),
         },
         "api": {
-            "host": head["name"],
-            "address": _api_address(lane, head_ip),
+            "host": api_rank["host"],
+            "address": _api_address(lane, api_rank["fabric_ip"] or ""),
             "port": lane["serve"]["port"],
             "served_model_name": lane["model"]["served_name"],
         },
         "boot": lane["boot"],
         "cache": lane.get("cache", {}),
         # Published so that no later phase derives them again (docs/contracts.md).
-        "rendezvous_port": lane["serve"]["rendezvous_port"] if nnodes > 1 else None,
+        # A P/D lane's pools each meet at their own port (pd.<pool>.rendezvous_port).
+        "rendezvous_port": lane["serve"]["rendezvous_port"] if nnodes > 1 and layout != "pd" else None,
         "barrier_timeout_s": timeout_value(lane, "barrier"),
         "reports_dir": posixpath.join(reports_root, lane["lane"]) if reports_root else None,
         "hosts": hosts_index,
-        "start_order": batches(engine, ranks, engine.start_first),
-        "stop_order": batches(engine, ranks, engine.stop_first),
+        "start_order": start_order,
+        "stop_order": stop_order,
         "ranks": ranks,
     }
+    if layout == "pd":
+        out["pools"] = {role: {"ranks": [r["node_rank"] for r in ranks if r.get("pool") == role],
+                               "port": lane["pd"][role]["port"], "parallelism": lane["pd"][role]["parallelism"]}
+                        for role in _plan_layout.POOLS}
+        out["pools"]["router"] = {"ranks": [r["node_rank"] for r in ranks if r["role"] == "router"],
+                                  "port": lane["serve"]["port"]}
+    return out
 
 
 def _api_address(lane: dict, head_ip: str) -> str:

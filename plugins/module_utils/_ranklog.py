@@ -114,7 +114,7 @@ class RankLog:
         self.last_line = ""
         self.scanner = sigs.LineScanner(self.engine)
         self.last_ts: float | None = None
-        self._milestones = engines.milestones(self.engine)
+        self._milestones = engines.milestones(self.engine, role)
 
     # A line may hold several tqdm updates separated by carriage returns.
     def feed(self, lines: Iterable[tuple[float | None, str]]) -> None:

@@ -79,7 +79,8 @@ class RankStatus:
 
     @property
     def is_head(self) -> bool:
-        return self.role == "head"
+        # The rank that answers the lane's API: the head, or a P/D lane's router.
+        return self.role in ("head", "router")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (pairs become lists)."""

@@ -128,6 +128,8 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
             out.nodes = nodes
         elif deploy == "single_node":
             out.nodes = 1
+        elif deploy == "pd_cluster":
+            out.pd = _pd_for_cluster(src, strategy, choice.pd, nodes, cluster)
         if deploy == "single_node" and floor and gpus < floor:
             raise LanekitError(
                 f"recipe {src.name}: strategy {strategy} on {hardware} needs at least {int(floor)} GPUs but a node of "
@@ -141,6 +143,26 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
         if not (isinstance(named, str) and named in variants) and not _runs_on(sized, variants.get("default") or {}, hardware):
             out.variant = next((key for key, v in variants.items() if _runs_on(sized, v or {}, hardware)), None)
     return sized, out
+
+
+def _pd_for_cluster(src: RecipeSource, strategy: str, pd, nodes: int, cluster: Cluster) -> dict:
+    """The P/D pools sized to the inventory: each pool on nodes of its own, together every lane_nodes host."""
+    pd = copy.deepcopy(pd) if isinstance(pd, dict) else {}
+    sized = any(isinstance(pd.get(r), dict) and "nodes" in pd[r] for r in ("prefill", "decode"))
+    for role, share in (("prefill", (nodes + 1) // 2), ("decode", nodes // 2)):
+        pool = pd.setdefault(role, {})
+        if not isinstance(pool, dict):
+            return pd  # the compiler refuses the shape with its own sentence
+        pool.setdefault("nodes", None if sized else share)
+    asked = [pd[r].get("nodes") for r in ("prefill", "decode")]
+    if any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in asked) or sum(asked) != nodes:
+        raise LanekitError(
+            f"recipe {src.name}: strategy {strategy} puts the prefill and decode pools on nodes of their own, and "
+            f"{cluster.where} has {nodes} host{'s' if nodes != 1 else ''} in lane_nodes, but -e pd asks for "
+            f"{asked[0]} prefill + {asked[1]} decode node(s); give pools of at least 1 node each that add up to "
+            f"{nodes}, e.g. -e pd='{{\"prefill\": {{\"nodes\": {(nodes + 1) // 2}}}, \"decode\": "
+            f"{{\"nodes\": {nodes // 2}}}}}'.")
+    return pd
 
 
 def compile_for_cluster(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple[RecipeSource, dict]:

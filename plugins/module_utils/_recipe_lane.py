@@ -11,9 +11,14 @@ fabric variables the plan sets per host. Every value carries the layer it came f
 YAML comment; the recipe's ``notes`` and ``troubleshooting`` entries that apply to the choice
 become the lane's ``notes``.
 
-Only layouts the plan can deploy today are written: one tensor-parallel group over one or more
-nodes (``*_tp``, ``*_tep``) and TP x PP (``multi_node_tp_pp``). The others compile (their commands
-can be written as JSON) but the lane writer refuses them with a sentence.
+Every strategy is written: one tensor-parallel group (``*_tp``, ``*_tep``, ``multi_node_tp_pp``),
+data-parallel engines (``*_dep``, ``multi_node_tp_dp``: ``topology.layout: dp``) and P/D pools with
+their router (``pd_cluster``: ``topology.layout: pd`` and a ``pd`` section). Co-located P/D pools
+(``nodes: 0``, both pools on one node) compile to commands only and are refused here.
+
+The lane gets a ``memory`` section (so the KV budget is checked before boot) when lanekit knows
+the model's KV bytes per token (:data:`KNOWN_MODELS`); the weights per rank are estimated from the
+variant's ``vram_minimum_gb`` and the graph reserve from the hardware profile.
 """
 from __future__ import annotations
 
@@ -31,7 +36,20 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import RecipeSource
 
-LANE_STRATEGIES = ("single_node_tp", "single_node_tep", "multi_node_tp", "multi_node_tep", "multi_node_tp_pp")
+LANE_STRATEGIES = ("single_node_tp", "single_node_tep", "single_node_dep", "multi_node_tp", "multi_node_tep",
+                   "multi_node_tp_pp", "multi_node_tp_dp", "multi_node_dep", "pd_cluster")
+DP_STRATEGIES = ("single_node_dep", "multi_node_tp_dp", "multi_node_dep")
+# Per-model figures the recipes do not carry, measured by lanekit: KV bytes per token on each rank
+# (vLLM, fp8_ds_mla; an MLA latent is replicated on every TP rank, so TP does not shrink it).
+KNOWN_MODELS = {"mistralai/Mistral-Large-4-1T-A52B": {"kv_bytes_per_token": 51226, "kv_block_tokens": 64}}
+# Share of a variant's vram_minimum_gb that is weights: the seed's NVFP4 checkpoint is 568 GiB of
+# its 733 GB minimum (the rest is the minimum KV cache and activations the figure includes).
+WEIGHTS_SHARE = 0.83
+# CUDA-graph and activation reserve per rank as a share of device memory (5.0 GiB of a GB10's
+# 120.5 GiB was measured in the bring-up; 4% rounds it for every profile).
+GRAPH_SHARE = 0.04
+POOL_PORTS = {"prefill": 8001, "decode": 8002}
+POOL_RENDEZVOUS = {"prefill": 29501, "decode": 29502}
 # Environment the plan sets per host from the inventory (fabric_ifname, ib_hca, ucx_net_devices).
 PLAN_FABRIC_ENV = {"GLOO_SOCKET_IFNAME": "fabric_ifname", "NCCL_SOCKET_IFNAME": "fabric_ifname",
                    "NCCL_IB_HCA": "ib_hca", "UCX_NET_DEVICES": "ucx_net_devices"}
@@ -123,23 +141,17 @@ def refuse_unless_deployable(src: RecipeSource, result: dict) -> None:
             "can be written.")
 
 
-def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, dict]:
-    """(lane mapping, comments by key path) for a compiled choice the plan can deploy."""
-    refuse_unless_deployable(src, result)
-    choice, head = result["choice"], result["commands"][0]
-    engine = _engines.get("vllm")
-    recipe, meta = src.recipe, src.recipe.get("meta") or {}
-    variant = (recipe.get("variants") or {}).get(choice["variant"]) or {}
-    comments: dict = {}
+def _split(engine: _engines.Engine, cmd: dict, src: RecipeSource, comments: dict, where: tuple) -> tuple[dict, dict]:
+    """(lane args, plan-owned flags) of one composed command; the args' origins go to ``comments``."""
     args, owned = {}, {}
-    tail, origins = head["argv"][3:], head["origins"]["args"]
+    tail, origins = cmd["argv"][3:], cmd["origins"]["args"]
     i = 0
     while i < len(tail):
         flag, origin = tail[i], origins[i]
         has_value = i + 1 < len(tail) and not str(tail[i + 1]).startswith("-")
         value = tail[i + 1] if has_value else True
         i += 2 if has_value else 1
-        if flag in engine.plan_owned:
+        if flag in _engines.layout_owned(engine, "dp"):
             owned[flag] = (value, origin)
             continue
         if "=" in flag and value is True:
@@ -150,26 +162,150 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
             raise LanekitError(f"recipe {src.name}: flag {flag} appears twice in the composed command (once as "
                                f"{flag}=VALUE), which a lane cannot hold; drop one in the recipe.")
         args[flag] = _value(value) if isinstance(value, str) else value
-        comments[("serve", "args", flag)] = origin
-    env, dropped = {}, []
-    for key, value in head["env"].items():
-        origin = head["origins"]["env"][key]
+        comments[where + (flag,)] = origin
+    return args, owned
+
+
+def _env(cmd: dict, comments: dict, where: tuple, dropped: list) -> dict:
+    env = {}
+    for key, value in cmd["env"].items():
+        origin = cmd["origins"]["env"][key]
         if key in PLAN_FABRIC_ENV and isinstance(value, str) and PLACEHOLDER_RE.fullmatch(value):
             dropped.append(f"{key} ({origin}): the plan sets it per host from {PLAN_FABRIC_ENV[key]}")
+            continue
+        if key == "VLLM_NIXL_SIDE_CHANNEL_HOST":
+            dropped.append(f"{key}={value} ({origin}): the plan sets it to each rank's fabric_ip")
             continue
         if isinstance(value, str) and PLACEHOLDER_RE.search(value):
             dropped.append(f"{key}={value} ({origin}): a per-host placeholder; set it in host_vars lane_overrides")
             continue
         env[key] = value
-        comments[("serve", "env", key)] = origin
+        comments[where + (key,)] = origin
+    return env
+
+
+def _int(owned: dict, flag: str, default: int) -> int:
+    value = owned.get(flag, (default, ""))[0]
+    return int(value) if str(value).lstrip("-").isdigit() else default
+
+
+def memory_section(src: RecipeSource, choice: dict, lane: dict) -> tuple[dict | None, str]:
+    """(the lane's memory section or None, where its figures come from)."""
+    recipe = src.recipe
+    model_key = str(recipe.get("hf_id") or (recipe.get("model") or {}).get("model_id") or src.name)
+    known = KNOWN_MODELS.get(model_key)
+    variant = (recipe.get("variants") or {}).get(choice["variant"]) or {}
+    minimum = variant.get("vram_minimum_gb")
+    profile = PROFILES[choice["hardware"]]
+    if not known or not isinstance(minimum, (int, float)) or isinstance(minimum, bool):
+        return None, ""
+    topo = lane["topology"]
+    if lane.get("pd"):
+        # The larger pool's ranks hold the least of the model each: size for the smaller pool.
+        shards = min(p["tensor_parallel"] * (p.get("data_parallel") or 1 if p["parallelism"] == "dep" else 1)
+                     for p in (lane["pd"]["prefill"], lane["pd"]["decode"]))
+    elif topo.get("layout") == "dp" and lane["serve"]["args"].get("--enable-expert-parallel"):
+        shards = topo["tensor_parallel"] * topo["data_parallel"]  # experts shard over every DP rank
+    else:
+        shards = topo["tensor_parallel"] * topo["pipeline_parallel"]
+    weights = minimum * 1e9 / (1 << 30) * WEIGHTS_SHARE / max(1, shards)
+    section = {"weights_per_rank_gib": round(weights, 1),
+               "graph_reserve_gib": round(profile["device_memory_gib"] * GRAPH_SHARE, 1),
+               "kv_bytes_per_token": known["kv_bytes_per_token"] // max(1, topo["pipeline_parallel"]),
+               "kv_block_tokens": known["kv_block_tokens"]}
+    why = (f"estimates: weights {WEIGHTS_SHARE:g} x variant {choice['variant']} vram_minimum_gb {minimum} over {shards} "
+           f"rank(s), graph reserve {GRAPH_SHARE:.0%} of a {profile['display_name']}'s memory, KV bytes per token "
+           f"measured by lanekit for {model_key}: measure your cluster and edit")
+    return section, why
+
+
+def _pd_pools(src: RecipeSource, result: dict, engine: _engines.Engine, common: dict, comments: dict,
+              dropped: list) -> dict:
+    pools = {}
+    for role in ("prefill", "decode"):
+        info = result["pools"][role]
+        if info["nodes"] < 1:
+            raise LanekitError(
+                f"recipe {src.name}: pd_cluster with co-located pools (nodes 0: prefill and decode on halves of one "
+                f"node) compiles (write its commands with -e commands_file=PATH) but lanekit deploys each pool on nodes "
+                f"of its own; choose -e pd='{{\"prefill\": {{\"nodes\": 1}}, \"decode\": {{\"nodes\": 1}}}}'.")
+        head = next(c for c in result["commands"] if c["role"] == role)
+        args, owned = _split(engine, head, src, comments, ("pd", role, "args"))
+        port = _int(owned, "--port", POOL_PORTS[role])
+        own = {flag: value for flag, value in args.items() if common.get(flag, object()) != value}
+        env = _env(head, comments, ("pd", role, "env"), dropped)
+        pool = {"nodes": info["nodes"], "parallelism": info["parallelism"],
+                "tensor_parallel": _int(owned, "--tensor-parallel-size", info["tp"] if info["parallelism"] == "dep"
+                                        else info["poolGpus"])}
+        if info["parallelism"] == "dep":
+            pool["data_parallel"] = _int(owned, "--data-parallel-size", info["dpSize"])
+            pool["data_parallel_local"] = _int(owned, "--data-parallel-size-local", info["dpLocal"])
+        pool.update({"port": port, "rendezvous_port": POOL_RENDEZVOUS[role], "args": own, "env": env})
+        comments[("pd", role)] = f"strategy pd_cluster {role} pool ({info['parallelism']})"
+        pools[role] = pool
+    router = result.get("router") or ""
+    policy = re.search(r"--policy (\S+)", router)
+    intra = re.search(r"--intra-node-data-parallel-size (\d+)", router)
+    pools["router"] = {"policy": policy.group(1) if policy else "round_robin",
+                       "intra_node_data_parallel_size": int(intra.group(1)) if intra else 1}
+    comments[("pd", "router")] = "the recipe site's router command (vllm-router)"
+    return pools
+
+
+def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, dict]:
+    """(lane mapping, comments by key path) for a compiled choice the plan can deploy."""
+    refuse_unless_deployable(src, result)
+    choice = result["choice"]
+    pd = choice["strategy"] == "pd_cluster"
+    engine = _engines.get("vllm")
+    recipe, meta = src.recipe, src.recipe.get("meta") or {}
+    variant = (recipe.get("variants") or {}).get(choice["variant"]) or {}
+    comments: dict = {}
+    dropped: list = []
     profile = src.profiles[choice["hardware"]]
     gpus = profile.get("gpu_count") or 1
-    nodes = choice["nodes"] or 1
-    tp = int(owned.get("--tensor-parallel-size", (gpus * nodes, ""))[0])
-    pp = int(owned.get("--pipeline-parallel-size", (1, ""))[0])
-    topology = {"nodes": nodes, "gpus_per_node": min(gpus, tp * pp // nodes) or 1, "tensor_parallel": tp,
-                "pipeline_parallel": pp, "data_parallel": 1}
-    comments[("topology",)] = owned.get("--tensor-parallel-size", (None, f"strategy {choice['strategy']}"))[1]
+    if pd:
+        heads = [next(c for c in result["commands"] if c["role"] == role) for role in ("prefill", "decode")]
+        both = [_split(engine, c, src, {}, ()) for c in heads]
+        common_args = {f: v for f, v in both[0][0].items() if both[1][0].get(f, object()) == v}
+        for flag in common_args:
+            comments[("serve", "args", flag)] = heads[0]["origins"]["args"][heads[0]["argv"][3:].index(flag)] \
+                if flag in heads[0]["argv"][3:] else "recipe (both pools)"
+        envs = [dict(c["env"]) for c in heads]
+        shared_env = {k for k in envs[0] if envs[1].get(k) == envs[0][k]}
+        head = dict(heads[0], env={k: v for k, v in heads[0]["env"].items() if k in shared_env})
+        args, owned = common_args, {}
+        env = _env(head, comments, ("serve", "env"), dropped)
+        pools = _pd_pools(src, result, engine, common_args, comments, dropped)
+        for role in ("prefill", "decode"):
+            pools[role]["env"] = {k: v for k, v in pools[role]["env"].items() if k not in env}
+        nodes = pools["prefill"]["nodes"] + pools["decode"]["nodes"]
+        topology = {"nodes": nodes, "gpus_per_node": gpus, "tensor_parallel": gpus, "pipeline_parallel": 1,
+                    "data_parallel": nodes, "layout": "pd"}
+        comments[("topology",)] = ("strategy pd_cluster: every pool node (tensor_parallel x data_parallel counts its "
+                                   "GPUs); pd says how each pool splits the model")
+    else:
+        head = result["commands"][0]
+        args, owned = _split(engine, head, src, comments, ("serve", "args"))
+        env = _env(head, comments, ("serve", "env"), dropped)
+        nodes = choice["nodes"] or 1
+        if choice["strategy"] in DP_STRATEGIES:
+            tp = _int(owned, "--tensor-parallel-size", 1)
+            dp = _int(owned, "--data-parallel-size", gpus * nodes)
+            local = _int(owned, "--data-parallel-size-local", dp // nodes)
+            topology = {"nodes": nodes, "gpus_per_node": min(gpus, tp * dp // nodes) or 1, "tensor_parallel": tp,
+                        "pipeline_parallel": 1, "data_parallel": dp, "layout": "dp", "data_parallel_local": local}
+            if nodes > 1:
+                step = _int(_split(engine, result["commands"][1], src, {}, ())[1], "--data-parallel-start-rank", local)
+                if step != local:  # the site's dpLocal from the strategy overrides, not --data-parallel-size-local
+                    topology["data_parallel_rank_step"] = step
+            comments[("topology",)] = owned.get("--data-parallel-size", (None, f"strategy {choice['strategy']}"))[1]
+        else:
+            tp = _int(owned, "--tensor-parallel-size", gpus * nodes)
+            pp = _int(owned, "--pipeline-parallel-size", 1)
+            topology = {"nodes": nodes, "gpus_per_node": min(gpus, tp * pp // nodes) or 1, "tensor_parallel": tp,
+                        "pipeline_parallel": pp, "data_parallel": 1}
+            comments[("topology",)] = owned.get("--tensor-parallel-size", (None, f"strategy {choice['strategy']}"))[1]
     ready = head["env"].get(engine.timeout("engine_ready").key)
     ready_s = int(ready) if isinstance(ready, (int, str)) and str(ready).isdigit() else None
     budget = max(ready_s or 0, 3600)
@@ -196,8 +332,15 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
                   "rendezvous_port": engine.extra["default_rendezvous_port"], "args": args, "env": env},
         "boot": boot,
     }
+    if pd:
+        lane["pd"] = pools
+        comments[("serve", "port")] = "the router's port (the lane's API); the pools listen on pd.<pool>.port"
     if variant.get("precision"):
         lane["model"]["quantization"] = str(variant["precision"])
+    memory, why = memory_section(src, choice, lane)
+    if memory:
+        lane["memory"] = memory
+        comments[("memory",)] = why
     comments[("image",)] = f"recipe docker image {image_ref}: write images/{lane['image']}/image.yml pinned by digest"
     comments[("model", "id")] = f"variant {choice['variant']}" if variant.get("model_id") else "recipe model.model_id"
     comments[("model", "revision")] = "the recipe gives no revision: pin the 40-hex commit before staging"

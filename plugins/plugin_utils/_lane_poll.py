@@ -89,7 +89,7 @@ def lane_members(plan: Mapping[str, Any], task_vars: Mapping[str, Any], task: st
             f"{task} needs one fork per node: lane {lane} has {len(hosts)} nodes but forks is {forks}; "
             f"run with -f {len(hosts)} or set forks in ansible.cfg.")
     api_head = (plan.get("api") or {}).get("host")
-    head_hosts = [r["host"] for r in ranks if r.get("role") == "head"]
+    head_hosts = [r["host"] for r in ranks if r.get("role") in engines.API_ROLES]
     coordinator = api_head if api_head in hosts else (head_hosts[0] if head_hosts else hosts[0])
     return LaneMembers(lane, plan.get("engine") or engine, ranks, hosts, coordinator)
 
@@ -188,7 +188,7 @@ class HostWatcher:
     @staticmethod
     def _probes(spec: Mapping[str, Any], result: Mapping[str, Any], api: Mapping[str, Any] | None) -> dict:
         probes: dict[str, Any] = {}
-        head = spec.get("role") == "head"
+        head = spec.get("role") in engines.API_ROLES
         if head and api is not None:
             probes["api"] = api
         peers = result.get("tcp_peers") or {}
@@ -249,15 +249,19 @@ class LaneWorker:
         }
         if not self.my_ranks:
             margs["lane"] = self.lane
-        heads = [r for r in self.my_ranks if r.get("role") == "head"]
+        # The rank that answers the lane's API: the head, or a P/D lane's router.
+        heads = [r for r in self.my_ranks if r.get("role") in engines.API_ROLES]
         if heads and self.plan.get("api") and self.probe_from == "head":
             margs["api_probe"] = self._api_probe()
         if heads and self.plan.get("rendezvous_port"):
             margs["listen_ports"] = [int(self.plan["rendezvous_port"])]
-        if self.engine in engines.ENGINES and engines.get(self.engine).workers_serve_health:
+        # Every other rank that serves HTTP (SGLang workers, data-parallel engines, P/D pool heads):
+        # the plan gives it a health port.
+        probed = [r for r in self.my_ranks if r.get("role") not in engines.API_ROLES and r.get("health_port")]
+        if probed or (self.engine in engines.ENGINES and engines.get(self.engine).workers_serve_health):
             margs["health_probes"] = [
                 {"name": r["container_name"], "url": f"http://127.0.0.1:{int(r['health_port'])}/health"}
-                for r in self.my_ranks if r.get("role") != "head" and r.get("health_port")
+                for r in probed
             ]
         margs.update(self.secret_args)
         if bundle_dir:

@@ -68,6 +68,8 @@ copy_pkg "$here/pkgs/$engine" "$engine"
 case "$engine" in
   vllm)
     write_entry "$dest/usr/local/bin/vllm" vllm.entrypoints.cli.main
+    # The P/D router of vLLM's recipes (a separate program upstream, in the same image here).
+    write_entry "$dest/usr/local/bin/vllm-router" lanekit_standin.router
     write_dist_info vllm "0.1.dev23730+g64053a10b.lanekit.standin"
     ;;
   sglang)

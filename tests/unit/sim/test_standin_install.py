@@ -32,6 +32,9 @@ def test_install_vllm(tmp_path):
     assert r.returncode == 0 and r.stdout.strip().endswith("lanekit.standin")
     r = run([str(vllm), "serve", "/m", "--no-such-flag"], site)
     assert r.returncode == 2 and "vllm serve: error: unrecognized arguments: --no-such-flag" in r.stderr
+    router = tmp_path / "usr" / "local" / "bin" / "vllm-router"  # the P/D router of the recipes
+    r = run([str(router), "--version"], site)
+    assert r.returncode == 0 and r.stdout.strip().endswith("lanekit.standin")
 
 
 def test_install_sglang(tmp_path):

@@ -187,6 +187,11 @@ class VllmRank(RankBase):
             self.log("utils.py:253", f"non-default args: {F.non_default(a)}")
         self.validate()
         self.log("model.py:631", f"Resolved architecture: {self.architecture()}", self.api_proc if head_http else None)
+        kv = a.kv_transfer_config if isinstance(a.kv_transfer_config, dict) else None
+        if kv:
+            # A P/D pool: the role the router relies on (prefill produces KV, decode consumes it).
+            self.log("factory.py:64", f"Creating v1 connector with name: {kv.get('kv_connector')} and engine_id: "
+                     f"lanekit-standin-{os.getpid()}, kv_role: {kv.get('kv_role')}", self.worker_proc)
         if head_http:
             # bind now, listen when ready: connection refused during the load
             self.state = ApiState(engine="vllm", version=VLLM_VERSION, served_names=self.served_names,

@@ -79,8 +79,9 @@ def test_check_mode_compiles_but_writes_nothing(tmp_path):
 
 def test_a_lane_refusal_still_leaves_the_commands_file(tmp_path):
     args = {"recipe": SEED, "hardware": "gb300", "strategy": "pd_cluster", "commands_file": "pd.json",
-            "lane_file": "pd.yml"}
-    with pytest.raises(LanekitError, match="strategy pd_cluster compiles"):
+            "lane_file": "pd.yml", "pd": {"prefill": {"nodes": 0, "parallelism": "tp"},
+                                          "decode": {"nodes": 0, "parallelism": "tp"}}}
+    with pytest.raises(LanekitError, match="co-located pools .* compiles"):
         action.compile_and_write(args, str(tmp_path))
     assert json.loads((tmp_path / "pd.json").read_text(encoding="utf-8"))["router"].startswith("vllm-router")
     assert not (tmp_path / "pd.yml").exists()

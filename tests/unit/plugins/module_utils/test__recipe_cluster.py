@@ -121,8 +121,15 @@ def test_a_second_tray_plans_the_recipe_tp8_over_two_nodes(tmp_path):
 
 
 def test_fewer_gpus_per_node_resize_the_single_node_tp(tmp_path):
-    _compiled, plan, findings = plan_on("b200", str(tmp_path), extra_vars={"lanekit_gpus_per_node": 4})
-    assert findings["errors"] == [] and plan["topology"]["tensor_parallel"] == 4
+    # FP8 on 8 of a node's GPUs... and NVFP4 on 4 B200s, whose 720 GB hold less than the variant's 733 GB minimum:
+    # the lane is resized to TP4 and its KV budget (the memory section) refuses it before anything boots.
+    compiled, plan, findings = plan_on("b200", str(tmp_path), extra_vars={"lanekit_gpus_per_node": 4})
+    with open(compiled["lane_file"], encoding="utf-8") as handle:
+        assert yaml.safe_load(handle)["topology"]["tensor_parallel"] == 4
+    assert plan is None and [e["id"] for e in findings["errors"]] == ["kv-budget"]
+    compiled, plan, findings = plan_on("b200", str(tmp_path), {"strategy": "single_node_tp"},
+                                       extra_vars={"lanekit_gpus_per_node": 6})
+    assert findings["errors"] == [] and plan["topology"]["tensor_parallel"] == 6
 
 
 def test_recompiling_changes_nothing_and_keeps_a_digest_written_into_the_image_spec(tmp_path):

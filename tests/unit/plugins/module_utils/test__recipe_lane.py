@@ -81,8 +81,6 @@ def test_a_second_compile_renders_byte_identical_text(tmp_path):
 
 
 @pytest.mark.parametrize("choice,words", [
-    (dict(hardware="b200", strategy="multi_node_dep", nodes=2, features=[]), "strategy multi_node_dep compiles"),
-    (dict(hardware="b200", strategy="pd_cluster"), "strategy pd_cluster compiles"),
     (dict(hardware="b200", strategy="single_node_tp"), "hardware b200 compiles"),
 ])
 def test_layouts_the_plan_cannot_deploy_are_refused_with_a_sentence(choice, words, monkeypatch):
@@ -104,3 +102,14 @@ def test_the_seed_recommended_choice_writes_a_gb300_lane():
                                 "data_parallel": 1}
     amd = compile_recipe(src, Choice(hardware="mi355x", strategy="single_node_tp"))
     assert build_lane(src, amd, "y")[0]["image"] == "mistral-large-4-1t-a52b-vllm-rocm"
+
+
+def test_co_located_pd_pools_compile_but_are_refused_as_a_lane_with_a_sentence():
+    src = load_recipe(SEED)
+    result = compile_recipe(src, Choice(hardware="gb300", strategy="pd_cluster",
+                                        pd={"prefill": {"nodes": 0, "parallelism": "tp"},
+                                            "decode": {"nodes": 0, "parallelism": "tp"}}))
+    with pytest.raises(LanekitError) as err:
+        build_lane(src, result, "x")
+    message = str(err.value)
+    assert "co-located pools" in message and "commands_file" in message and "\n" not in message

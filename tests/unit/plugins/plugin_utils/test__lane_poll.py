@@ -48,3 +48,30 @@ def test_the_status_module_gets_the_lane_key_as_its_own_argument():
     assert margs["api_key"] == "sk-x" and margs["secret_values"] == ["v1"]
     assert "sk-x" not in str(margs["api_probe"])  # the probe spec is not a no_log argument
     assert worker.module_args(bundle_dir="/t/b")["api_key"] == "sk-x"
+
+
+# A P/D lane: the router shares the prefill head's host and is the lane's API.
+PD_PLAN = {
+    "lane": "pd", "engine": "vllm", "api": {"host": "spark-01", "address": "10.0.0.1", "port": 8000,
+                                            "served_model_name": "m"},
+    "rendezvous_port": None, "hosts": {"spark-01": [0, 2], "spark-02": [1]},
+    "ranks": [
+        {"node_rank": 0, "host": "spark-01", "role": "prefill-head", "container_name": "pd-r0", "health_port": 8001},
+        {"node_rank": 1, "host": "spark-02", "role": "decode-head", "container_name": "pd-r1", "health_port": 8002},
+        {"node_rank": 2, "host": "spark-01", "role": "router", "container_name": "pd-r2", "health_port": 8000},
+    ],
+}
+
+
+def test_a_pd_lane_probes_the_router_api_and_each_pool_heads_health():
+    batch = {"ansible_play_batch": ["spark-01", "spark-02"]}
+    members = poll.lane_members(PD_PLAN, dict(batch, inventory_hostname="spark-02"), "lane_wait")
+    assert members.coordinator == "spark-01"
+    worker = poll.LaneWorker(None, dict(batch, inventory_hostname="spark-01"), PD_PLAN, members, None, tail_lines=10)
+    margs = worker.module_args()
+    assert margs["containers"] == ["pd-r0", "pd-r2"] and margs["api_probe"]["url"] == "http://10.0.0.1:8000"
+    assert margs["health_probes"] == [{"name": "pd-r0", "url": "http://127.0.0.1:8001/health"}]
+    assert "listen_ports" not in margs
+    decode = poll.LaneWorker(None, dict(batch, inventory_hostname="spark-02"), PD_PLAN, members, None, tail_lines=10)
+    margs = decode.module_args()
+    assert "api_probe" not in margs and margs["health_probes"] == [{"name": "pd-r1", "url": "http://127.0.0.1:8002/health"}]
