@@ -48,9 +48,15 @@ class Secrets:
         return out
 
     def digest(self, lane: str, key_env: str) -> str:
-        """A hash of the values: it moves when any secret changes, so the ranks are recreated."""
+        """A hash of the values: it moves when any secret changes, so the ranks are recreated.
+
+        scrypt rather than one SHA-256: plan.json (0600) holds this hash, and a short key must
+        not be guessable offline at billions of tries a second from a copy of it. The lane name
+        salts it, so equal secrets of two lanes hash apart.
+        """
         data = json.dumps({"lane": lane, "env": self.file_env(key_env)}, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(("lanekit-secrets-v1\n" + data).encode()).hexdigest()
+        salt = f"lanekit-secrets-v2:{lane}".encode()
+        return hashlib.scrypt(data.encode(), salt=salt, n=1 << 14, r=8, p=1, maxmem=64 << 20, dklen=32).hex()
 
     def values(self) -> list[str]:
         return [v for v in [self.api_key, *self.env.values()] if v]

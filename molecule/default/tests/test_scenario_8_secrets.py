@@ -2,7 +2,8 @@
 lanekit_secret_env value reaches ready, answers an authenticated request and refuses an
 unauthenticated one, and neither secret appears in the playbook output (a check-mode diff
 included), in the plan, in any file under reports/ or in the containers' argv. The lane is then
-redeployed without secrets, so the next file finds the seed lane as it was.
+removed (its secrets file leaves every node with it) and deployed again without secrets, so the
+next file finds the seed lane as it was.
 """
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def test_a_lane_with_a_key_and_a_secret_env_keeps_them_secret(vllm_only, tmp_pat
             argv = json.dumps([info["Args"], info["Config"]["Cmd"], info["Config"]["Entrypoint"], info["Path"]])
             assert KEY not in argv and SECRET not in argv
             assert f"LKSIM_SECRET={SECRET}" in info["Config"]["Env"]  # delivered through the env file
+        assert lane_plan["secrets"]["env_file"] == f"/etc/lanekit/secrets/{LANE}.env"
         mode = _on_node(node, "stat", "-c", "%a %U", lane_plan["secrets"]["env_file"])
         assert mode.stdout.split() == ["600", "root"], mode.stdout + mode.stderr
         # A changed secret shows as a change in check mode, without its value in the diff.
@@ -74,12 +76,19 @@ def test_a_lane_with_a_key_and_a_secret_env_keeps_them_secret(vllm_only, tmp_pat
         assert check.returncode == 0
         output += check.stdout + check.stderr
     finally:
-        # The next file expects the seed lane without a key: redeploy it (archiving the keyed ranks' logs).
+        # Removing the lane takes its secrets file off every node (looked at before the next
+        # deploy, which would remove it too); the next file expects the seed lane without a key.
+        removed = run_playbook("teardown_lane.yml", extra=["-e", "teardown_remove=true"])
+        env_file = f"/etc/lanekit/secrets/{LANE}.env"
+        left = [name for name in sorted({node_of(r["host"]) for r in plan(LANE)["ranks"]})
+                if _on_node(name, "test", "-e", env_file).returncode == 0]
         plain = run_playbook("deploy_lane.yml", timeout=1500)
+    assert removed.returncode == 0, "the keyed lane did not tear down"
+    output += removed.stdout + removed.stderr
+    assert not left, f"the secrets file stayed on {left} after the lane was removed"
     assert plain.returncode == 0, "the seed lane without a key did not come back"
     output += plain.stdout + plain.stderr
     words = (KEY, SECRET, CHANGED)
     assert not [w for w in words if w in output], "a secret reached the playbook output"
     assert not _files_holding(os.path.join(ROOT, "reports"), words)
     assert "secrets" not in plan(LANE)
-    assert _on_node(node, "test", "-e", lane_plan["secrets"]["env_file"]).returncode != 0

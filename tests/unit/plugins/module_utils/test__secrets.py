@@ -142,3 +142,14 @@ def test_the_plan_file_is_private(tmp_path):
 def test_ranks_carry_the_names_of_their_secrets_as_a_label():
     result = keyed(env={"HF_TOKEN": TOKEN})
     assert result["ranks"][0]["labels"]["io.lanekit.secret-env"] == "HF_TOKEN,VLLM_API_KEY"
+
+
+def test_the_secrets_hash_is_salted_by_lane_and_is_not_a_plain_digest():
+    import hashlib
+    secrets = _secrets.Secrets(api_key="sk-short", env={})
+    first, second = secrets.digest("lane-a", "VLLM_API_KEY"), secrets.digest("lane-b", "VLLM_API_KEY")
+    assert first != second  # the same key on two lanes does not hash alike
+    data = json.dumps({"lane": "lane-a", "env": {"VLLM_API_KEY": "sk-short"}}, sort_keys=True, separators=(",", ":"))
+    fast = {hashlib.sha256(data.encode()).hexdigest(), hashlib.sha256(("lanekit-secrets-v1\n" + data).encode()).hexdigest()}
+    assert first not in fast  # a copy of plan.json does not allow fast offline guessing
+    assert first == secrets.digest("lane-a", "VLLM_API_KEY")
