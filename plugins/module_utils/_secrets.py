@@ -156,4 +156,11 @@ def lane_secrets(lane: dict, head_vars: dict, engine: _engines.Engine) -> Secret
         raise LanekitError(
             f"{lane['_source']}: the lane sets api.key_required, but no lanekit_api_key is set; give the key in the "
             f"inventory (an ansible-vault encrypted group_vars value) or with -e @secrets.yml.")
+    if secrets.api_key and (lane.get("topology") or {}).get("layout") == "pd":
+        # The P/D lane's API is its router, and the recipe's router command takes no key: the pools
+        # would check it while the router answered anyone. Refused rather than half-enforced.
+        raise LanekitError(
+            f"{lane['_source']}: lanekit_api_key cannot be enforced on a P/D lane (topology.layout: pd): its "
+            f"router, the lane's API, has no API key option; deploy it without lanekit_api_key behind a proxy "
+            f"that checks keys, or use a tp or dp layout.")
     return secrets

@@ -219,3 +219,12 @@ def test_single_node_dep_is_a_data_parallel_lane_on_one_node():
     argv = records[0]["argv"]
     assert _flag(argv, "--data-parallel-size") == "4" and "--data-parallel-start-rank" not in argv
     assert "--enable-expert-parallel" in argv and records[0]["role"] == "head"
+
+
+def test_a_pd_lane_refuses_an_api_key_its_router_cannot_check(tmp_path):
+    # The router is the P/D lane's API and takes no key: a key would be checked by the pools only.
+    with pytest.raises(LanekitError, match="cannot be enforced on a P/D lane"):
+        plan_on("gb300", str(tmp_path), PD_1P2D, extra_vars={"lanekit_api_key": "sk-unit-pd"}, hosts=3)
+    _compiled, plan, findings = plan_on("gb300", str(tmp_path), {"strategy": "multi_node_dep"},
+                                        extra_vars={"lanekit_api_key": "sk-unit-dp"}, hosts=2)
+    assert findings["errors"] == [] and plan["secrets"]["api_key"] is True
