@@ -67,7 +67,7 @@ options:
     type: str
   token:
     description:
-      - The stream secret of this run; required with O(method=stream). It is never sent: the node requires the
+      - The stream secret of this run; required with O(method=stream). It is never sent; the node requires the
         source to prove it holds it before anything else, and proves it in turn (HMAC over fresh nonces).
     type: str
   client_name:

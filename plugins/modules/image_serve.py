@@ -86,9 +86,9 @@ options:
     default: /var/tmp/lanekit
   ready_file:
     description:
-      - File this server writes (mode C(0600)) once it listens, C({"listening": true}), or when it cannot,
-        C({"listening": false, "error": ...}). The role waits for it, so a server that cannot bind fails the run
-        instead of dying unseen in its asynchronous job.
+      - File this server writes (JSON, mode C(0600)) once it listens (C(listening) true), or when it cannot
+        (C(listening) false and C(error), the sentence). The role waits for it, so a server that cannot bind
+        fails the run instead of dying unseen in its asynchronous job.
     type: path
   max_connections:
     description: Most connections served at once; more are closed at once. V(0) means O(clients) + 8.
@@ -110,7 +110,7 @@ attributes:
     details: [Serving changes nothing on this node; the result is always C(changed=false).]
 notes:
   - The port must be reachable from the targets (fabric or management network). The stream is
-    authenticated and its integrity checked, but not encrypted: anyone on the path can read the image.
+    authenticated and its integrity checked, but not encrypted; anyone on the path can read the image.
 seealso:
   - module: lanekit.serving.image_distribute
 """
@@ -466,8 +466,14 @@ class ImageServer(DockerManager):
 
     def _ready(self, payload: dict) -> None:
         """Tell the role (which waits for this file) that the server listens, or why it does not."""
-        if self.params["ready_file"]:
+        if not self.params["ready_file"]:
+            return
+        try:
+            private_dir(os.path.dirname(self.params["ready_file"]), "directory of ready_file")
             atomic_write(self.params["ready_file"], json.dumps(payload, sort_keys=True), mode=0o600)
+        except (OSError, LanekitError) as err:
+            # The role then times out waiting and reads the job's own failure instead.
+            self.module.warn(f"could not write {self.params['ready_file']}: {err}")
 
     def _listen(self) -> socket.socket:
         params = self.params
