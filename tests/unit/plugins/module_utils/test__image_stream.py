@@ -149,8 +149,8 @@ def archive(tags=(REF,), blob=None, repositories=None, fmt=tarfile.USTAR_FORMAT,
         add(f"blobs/sha256/{digest}", blob)
         if index is not None:
             add("index.json", json.dumps(index).encode())
-        add("manifest.json", json.dumps([{"Config": f"blobs/sha256/{digest}", "RepoTags": list(tags),
-                                           "Layers": [layer_dir + "layer.tar"]}]).encode())
+        manifest = [{"Config": f"blobs/sha256/{digest}", "RepoTags": list(tags), "Layers": [layer_dir + "layer.tar"]}]
+        add("manifest.json", json.dumps(manifest).encode())
         if repositories is not None:
             add("repositories", json.dumps(repositories).encode())
     return buf.getvalue()
