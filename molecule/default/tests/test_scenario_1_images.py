@@ -17,7 +17,7 @@ import time
 
 import pytest
 from simlib import (ROOT, SGLANG_LANE, assert_no_traceback, changed_hosts, docker, flat, lane_containers, node_of,
-                    plan, run_playbook)
+                    plan, rank_containers, run_playbook)
 
 
 @pytest.fixture()
@@ -166,11 +166,16 @@ def _adhoc_distribute(host: str, args: dict) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
-def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(running_lane):
+def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_serving):
     image = plan()["image"]
     ref = image["ref"]
     builder = node_of("spark-01")
+    # spark-03 loses its rank and the image itself (no untagged copy to re-tag): only the stream can
+    # bring it back. The next test that needs the lane serving deploys it again.
+    for name in [c["Names"] for c in rank_containers(node_of("spark-03"))]:
+        docker(node_of("spark-03"), "rm", "--force", name)
     docker(node_of("spark-03"), "image", "rm", "--force", ref)
+    assert image_of("spark-03", ref) is None
     subprocess.run(["docker", "exec", builder, "rm", "-f", "/tmp/lanekit-fake-stream.pid"], check=True)
     subprocess.run(["docker", "exec", "-d", builder, "python3", "-c", FAKE_STREAM_SERVER, "47110"], check=True)
     pid = ""
@@ -201,14 +206,15 @@ def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(runni
     finally:
         if pid:
             subprocess.run(["docker", "exec", builder, "kill", pid], check=False)
-    # With the port free again the same run repairs spark-03, and only it.
+    # With the port free again the same run streams the image to spark-03, and only it changes.
     proc = run_playbook("build_images.yml")
     assert proc.returncode == 0
     assert changed_hosts(proc.stdout) == {"spark-03"}
+    assert re.search(r"spark-03: loaded [0-9.]+ MiB from the stream", flat(proc.stdout))
     assert image_of("spark-03", ref)["RootFS"]["Layers"] == image_of("spark-05", ref)["RootFS"]["Layers"]
 
 
-def test_the_pinned_config_is_what_the_nodes_and_the_saved_image_say(vllm_serving):
+def test_the_pinned_config_is_what_the_nodes_and_the_saved_image_say():
     import sys
     sys.path.insert(0, os.path.join(ROOT, ".collections"))
     from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import image_pin
