@@ -2,7 +2,8 @@
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Run the docker CLI from a module: argv lists only, JSON parsing of ``inspect``, container logs,
-the image pin helpers every image module shares, and the node-to-node image stream protocol.
+and the image pin helpers every image module shares (the node-to-node stream protocol is
+``_image_stream``).
 
 The modules talk to the engine through the ``docker`` CLI (``module.run_command`` with an argv
 list) rather than the Docker SDK, so a node needs nothing but docker itself. Every expected
@@ -12,23 +13,25 @@ the user reads.
 The pin of an image is a key we control and that survives ``docker save``/``load``, ``push``/
 ``pull`` and a change of image store: the content-hash label (what the image was built from)
 plus the digest of its layer list (``RootFS.Layers``, the uncompressed layer digests, which the
-graphdriver and the containerd image stores report alike). The local image ``Id`` is reported but
-never compared: it changes with the image store.
+graphdriver and the containerd image stores report alike) plus the digest of the run-relevant
+configuration (entrypoint, command, env, user, labels, ... with platform and layers; see
+``_image_stream.config_digest``), so an image with the right label and layers but another
+entrypoint or env is not the pinned one. The local image ``Id`` is reported but never compared: it
+changes with the image store.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import heapq
 import json
 import os
 import re
-import select
 import socket
 import subprocess
 import time
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import config_digest_of_inspect
 
 LABEL_CONTENT_HASH = "io.lanekit.content-hash"
 LABEL_BASE_DIGEST = "io.lanekit.base-digest"
@@ -117,13 +120,14 @@ def image_labels(inspect: dict | None) -> dict:
 def image_pin(inspect: dict | None) -> dict:
     """The pin a node reports for one image (empty values when the image is absent)."""
     if not inspect:
-        return {"present": False, "content_hash": "", "rootfs": "", "image_id": "", "arch": "",
+        return {"present": False, "content_hash": "", "rootfs": "", "config": "", "image_id": "", "arch": "",
                 "repo_digests": [], "repo_tags": []}
     labels = image_labels(inspect)
     return {
         "present": True,
         "content_hash": labels.get(LABEL_CONTENT_HASH, ""),
         "rootfs": rootfs_digest(inspect),
+        "config": config_digest_of_inspect(inspect),
         "image_id": inspect.get("Id", ""),
         "arch": normalize_arch(inspect.get("Architecture")),
         "repo_digests": sorted(inspect.get("RepoDigests") or []),
@@ -131,7 +135,7 @@ def image_pin(inspect: dict | None) -> dict:
     }
 
 
-def pin_mismatch(pin: dict, content_hash: str, rootfs: str | None = None) -> str | None:
+def pin_mismatch(pin: dict, content_hash: str, rootfs: str | None = None, config: str | None = None) -> str | None:
     """Why ``pin`` is not the wanted image (a short phrase), or None when it is."""
     if not pin.get("present"):
         return "the image is not present"
@@ -141,6 +145,9 @@ def pin_mismatch(pin: dict, content_hash: str, rootfs: str | None = None) -> str
     if rootfs and pin.get("rootfs") != rootfs:
         return (f"the image has the right content hash but other layers (rootfs {pin.get('rootfs', '')[7:19]}, "
                 f"pinned {rootfs[7:19]}): it was rebuilt elsewhere")
+    if config and pin.get("config") != config:
+        return (f"the image has the right content hash and layers but another configuration (entrypoint, command, "
+                f"env, user or labels; config {pin.get('config', '')[7:19]}, pinned {config[7:19]})")
     return None
 
 
@@ -355,126 +362,3 @@ class DockerCLI:
             f"still failed after {attempts} attempts in {round(clock() - start)} s: {last}. "
             f"The image may be incompletely unpacked or damaged; remove it there (docker image rm {ref}) and re-run."
         )
-
-
-# --- Streaming an image node to node (``docker save`` on the source, ``docker load`` on the target)
-# The source (module image_serve) spools one ``docker save`` to a file on its own disk and serves it
-# to every target that presents the run's token; targets (module image_distribute, method stream)
-# feed the stream straight into ``docker load``. Nothing passes through the controller.
-#
-# Protocol over one TCP connection:
-#   target -> source  one JSON line: {"magic", "token", "content_hash", "client", "have": [chain IDs]}
-#                     ("have": the layer stacks the target holds; the source then leaves out the
-#                     layer.tar of every bottom layer the target has: docker load skips present
-#                     layers without opening their file)
-#   source -> target  one JSON line: {"ok": true, "ref", "content_hash"} or {"ok": false, "error"}
-#   source -> target  frames: 8-byte big-endian length + that many bytes of the tar stream, ...,
-#                     then a zero length and 8 bytes with the total; a stream that ends without
-#                     the zero frame is incomplete (the source failed) and must not be loaded
-#   target -> source  one JSON line: {"loaded": true|false, "error": "...", "retry": bool}
-
-STREAM_MAGIC = "lanekit-image-stream/1"
-FRAME_HEADER = 8
-MAX_LINE = 8 * 1024 * 1024  # a request lists the chain IDs the target already has
-
-
-class StreamError(LanekitError):
-    """The image stream between two nodes failed."""
-
-
-def send_line(sock, payload: dict) -> None:
-    sock.sendall(json.dumps(payload, sort_keys=True).encode("utf-8") + b"\n")
-
-
-def recv_line(sock, limit: int = MAX_LINE) -> dict:
-    """Read one JSON line without reading past it (the stream that follows stays in the socket)."""
-    data = bytearray()
-    while True:
-        peek = sock.recv(65536, socket.MSG_PEEK)
-        if not peek:
-            raise StreamError("the peer closed the connection before a complete message")
-        end = peek.find(b"\n")
-        data += sock.recv(end + 1 if end >= 0 else len(peek))
-        if end >= 0:
-            data = data[:-1]
-            break
-        if len(data) > limit:
-            raise StreamError("the peer sent an over-long message")
-    try:
-        value = json.loads(data.decode("utf-8"))
-    except ValueError:
-        raise StreamError("the peer sent something that is not a lanekit stream message") from None
-    if not isinstance(value, dict):
-        raise StreamError("the peer sent something that is not a lanekit stream message")
-    return value
-
-
-def recv_exact(sock, count: int) -> bytes:
-    data = bytearray()
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise StreamError(f"the stream ended {count - len(data)} bytes early")
-        data += chunk
-    return bytes(data)
-
-
-def frame_header(length: int) -> bytes:
-    return int(length).to_bytes(FRAME_HEADER, "big")
-
-
-def _splice_frame(sock, fd: int, length: int, idle_timeout: float) -> int:
-    """Move ``length`` bytes from the socket into the pipe ``fd`` inside the kernel (no copies
-    through Python); returns the bytes moved before the stream ended (< length means it ended)."""
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    moved = 0
-    while moved < length:
-        try:
-            got = os.splice(sock.fileno(), fd, min(length - moved, 1 << 20), flags=os.SPLICE_F_MOVE)
-        except BlockingIOError:
-            if not poller.poll(idle_timeout * 1000):
-                raise StreamError(f"the stream stalled for {int(idle_timeout)} s") from None
-            continue
-        if got == 0:
-            break
-        moved += got
-    return moved
-
-
-def copy_frames(sock, write, buffer_size: int = 1 << 20, fd: int | None = None, idle_timeout: float = 600.0) -> int:
-    """Copy framed stream data from ``sock`` to ``write(memoryview)`` until the end frame.
-
-    With ``fd`` (a pipe) and ``os.splice`` available, the data moves socket -> pipe in the kernel.
-    Returns the byte count; raises StreamError if the stream is incomplete or inconsistent.
-    """
-    use_splice = fd is not None and hasattr(os, "splice")
-    if use_splice:
-        try:
-            fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-        except OSError:
-            pass  # a bigger pipe is only an optimisation
-    buf = bytearray(buffer_size)
-    view = memoryview(buf)
-    total = 0
-    while True:
-        length = int.from_bytes(recv_exact(sock, FRAME_HEADER), "big")
-        if length == 0:
-            announced = int.from_bytes(recv_exact(sock, FRAME_HEADER), "big")
-            if announced != total:
-                raise StreamError(f"the stream carried {total} bytes but the source announced {announced}")
-            return total
-        if use_splice:
-            moved = _splice_frame(sock, fd, length, idle_timeout)
-            total += moved
-            if moved < length:
-                raise StreamError(f"the stream ended after {total} bytes, before its end marker (the source failed)")
-            continue
-        remaining = length
-        while remaining:
-            got = sock.recv_into(view, min(buffer_size, remaining))
-            if not got:
-                raise StreamError(f"the stream ended after {total} bytes, before its end marker (the source failed)")
-            write(view[:got])
-            remaining -= got
-            total += got

@@ -38,7 +38,7 @@ def docker_argument_spec(options: dict) -> dict:
 
 
 def pin_options(content_hash_required: bool = True) -> dict:
-    """The options that name an image and the pin it must carry: ``ref``, ``content_hash``, ``rootfs``.
+    """The options that name an image and the pin it must carry: ``ref``, ``content_hash``, ``rootfs``, ``config``.
 
     :meth:`DockerManager.inspect_pin` and :meth:`DockerManager.pin_problem` read exactly these, so
     they are declared once, here. Only image_info takes ``content_hash`` as optional (it then only
@@ -48,6 +48,7 @@ def pin_options(content_hash_required: bool = True) -> dict:
         ref=dict(type="str", required=True),
         content_hash=dict(type="str", required=True) if content_hash_required else dict(type="str"),
         rootfs=dict(type="str"),
+        config=dict(type="str"),
     )
 
 
@@ -88,8 +89,8 @@ class DockerManager:
         return ""
 
     def pin_problem(self, pin: dict) -> str | None:
-        """Why ``pin`` is not the image the ``content_hash`` and ``rootfs`` options ask for, or None."""
-        return pin_mismatch(pin, self.params["content_hash"], self.params["rootfs"])
+        """Why ``pin`` is not the image the ``content_hash``, ``rootfs`` and ``config`` options ask for, or None."""
+        return pin_mismatch(pin, self.params["content_hash"], self.params["rootfs"], self.params.get("config"))
 
 
 def run_docker_module(manager_class: type[DockerManager], options: dict, **module_kwargs) -> None:

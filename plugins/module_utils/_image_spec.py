@@ -309,13 +309,13 @@ def resolve_image(spec: dict, arch: str, digest_overrides: dict | None = None) -
 LOCK_VERSION = 1
 # Compared fields, in the order they are reported. ``image_id`` is recorded but never compared:
 # the local Id changes with the image store (graphdriver vs containerd).
-LOCK_COMPARED = ("content_hash", "base_digest", "rootfs", "registry_digest")
-_LOCK_ENTRY_KEYS = ("ref", "content_hash", "base_ref", "base_digest", "rootfs", "image_id",
+LOCK_COMPARED = ("content_hash", "base_digest", "rootfs", "config", "registry_digest")
+_LOCK_ENTRY_KEYS = ("ref", "content_hash", "base_ref", "base_digest", "rootfs", "config", "image_id",
                     "registry_ref", "registry_digest", "builder")
 
 
 def lock_entry(resolved: dict, *, rootfs: str, image_id: str = "", registry_ref: str = "",
-               registry_digest: str = "", builder: str = "") -> dict:
+               registry_digest: str = "", builder: str = "", config: str = "") -> dict:
     """What the lock records for one built image (``resolved`` is a ``resolve_image`` result)."""
     entry = {
         "ref": resolved["ref"],
@@ -323,6 +323,7 @@ def lock_entry(resolved: dict, *, rootfs: str, image_id: str = "", registry_ref:
         "base_ref": resolved["base_ref"],
         "base_digest": resolved["base_digest"] or "",
         "rootfs": rootfs or "",
+        "config": config or "",
         "image_id": image_id or "",
         "registry_ref": registry_ref or "",
         "registry_digest": registry_digest or "",
@@ -368,7 +369,7 @@ def lock_problem(lock_file: str, name: str, arch: str, differences: list[str]) -
     """The sentence that stops a run whose image disagrees with the lock, or None."""
     if not differences:
         return None
-    rebuilt = all(item.startswith(("rootfs:", "registry_digest:")) for item in differences)
+    rebuilt = all(item.startswith(("rootfs:", "config:", "registry_digest:")) for item in differences)
     cause = (
         "the image was rebuilt from the same spec but its layers differ from the locked image "
         "(for example after the builder lost it)"

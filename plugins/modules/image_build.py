@@ -196,6 +196,12 @@ rootfs:
   description: sha256 over the image's ordered layer digests; with the content hash, the pin.
   returned: when the image exists
   type: str
+config:
+  description:
+    - sha256 over the image's run-relevant configuration (entrypoint, command, env, user, labels, ...), platform
+      and layers; part of the pin, recorded in the lock.
+  returned: when the image exists
+  type: str
 repo_digests:
   description: The image's C(RepoDigests) on the builder.
   returned: always
@@ -575,7 +581,7 @@ class ImageBuilder(DockerManager):
 
         entry = {}
         if pin_after["present"] and pin_after["content_hash"] == chash and not pending:
-            entry = lock_entry(resolved, rootfs=pin_after["rootfs"], image_id=pin_after["image_id"],
+            entry = lock_entry(resolved, rootfs=pin_after["rootfs"], config=pin_after["config"], image_id=pin_after["image_id"],
                                registry_ref=result["registry_ref"], registry_digest=result["registry_digest"],
                                builder=self.host)
             lock_status = self._check_lock(resolved, entry)
@@ -586,7 +592,8 @@ class ImageBuilder(DockerManager):
         result["lock_document"] = merge_lock(self.params["lock"], name, resolved["arch"], entry) if entry else {}
 
         result.update(
-            image_id=pin_after["image_id"], rootfs=pin_after["rootfs"], repo_digests=pin_after["repo_digests"],
+            image_id=pin_after["image_id"], rootfs=pin_after["rootfs"], config=pin_after["config"],
+            repo_digests=pin_after["repo_digests"],
             actions=self.actions or [f"nothing to do: {plan.reason}"], commands=self.docker.commands,
         )
         if self.module._diff:

@@ -18,6 +18,11 @@ description:
     builder pushed it once; every node pulls, digests preserved) and tags it. V(stream) connects to
     M(lanekit.serving.image_serve) on the source node and pipes the C(docker save) stream into
     C(docker load) on this node, node to node, without temporary files anywhere but the source.
+  - The stream is refused unless the source proves it holds the run's secret, unless the keyed digest
+    of the whole stream matches, and unless the archive names exactly O(ref) and an image with the
+    pinned content hash, layers (O(rootfs)) and configuration (O(config)). The archive's manifests are
+    held back from C(docker load) until all of that is checked, and C(docker load) is killed on a
+    mismatch, so a refused stream leaves nothing tagged. A pulled image is checked before it is tagged.
   - After an image arrives (and on every run with O(probe=always)) proves the node can start a
     container from it, a throwaway C(--rm) container with the entrypoint overridden
     (O(probe_command)), retried for up to O(probe_timeout) seconds. This closes the race where
@@ -41,6 +46,12 @@ options:
   rootfs:
     description: The layer-list digest the image must have (from the builder or the lock).
     type: str
+  config:
+    description:
+      - The digest of the image's run-relevant configuration (entrypoint, command, env, user, labels, ... with
+        the platform and the layer list) the image must have, from the builder or the lock; the C(config)
+        of the pin M(lanekit.serving.image_info) reports.
+    type: str
   method:
     description:
       - V(registry) pulls O(registry_ref).
@@ -55,7 +66,9 @@ options:
     description: C(host:port) of the M(lanekit.serving.image_serve) server; required with O(method=stream).
     type: str
   token:
-    description: The stream token of this run; required with O(method=stream).
+    description:
+      - The stream secret of this run; required with O(method=stream). It is never sent; the node requires the
+        source to prove it holds it before anything else, and proves it in turn (HMAC over fresh nonces).
     type: str
   client_name:
     description: How this node names itself to the source (for the source's report).
@@ -73,6 +86,13 @@ options:
     description: Seconds to keep trying to reach the source before giving up.
     type: int
     default: 120
+  stream_timeout:
+    description:
+      - Seconds the node waits for the next frame of the stream. The source sends keep-alive frames while
+        it waits (for example for C(docker save) to finish before a shortened stream), so this bounds a
+        stall, not the transfer. A shortened stream that stalls or fails is retried whole.
+    type: float
+    default: 120.0
   probe:
     description:
       - V(arrival) probes only after the image arrived or was re-tagged.
@@ -184,14 +204,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
-    STREAM_MAGIC,
     DockerCLI,
     DockerError,
-    StreamError,
     chain_ids,
-    copy_frames,
-    recv_line,
-    send_line,
     tail,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
@@ -200,10 +215,30 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_module imp
     run_docker_module,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+    AUTH,
+    DATA,
+    END,
+    ERROR,
+    HEADER,
+    KEEPALIVE,
+    StreamError,
+    StreamMac,
+    StreamRefused,
+    TarGate,
+    ack_mac,
+    client_handshake,
+    json_frame,
+    read_head,
+    recv_exact,
+    write_all,
+)
+
+BUFFER = 1 << 20
 
 
 class _DeltaFailed(Exception):
-    """docker load refused a stream without the layers this node was believed to hold."""
+    """The shortened stream failed (docker load refused it, or it stalled); the whole one is asked for."""
 
 
 def parse_source(source: str) -> tuple[str, int]:
@@ -227,6 +262,13 @@ class ImageDistributor(DockerManager):
                 f"{self.host} could not pull {registry_ref}: {err}. Check that the registry is reachable from the "
                 f"node and trusted by its docker engine (TLS or insecure-registries)."
             ) from None
+        # The pulled image is checked before it gets the lane's tag: a wrong one is never tagged.
+        problem = self.pin_problem(self.inspect_pin(registry_ref))
+        if problem:
+            raise LanekitError(
+                f"{registry_ref} pulled on {self.host} is not the pinned image: {problem}. It was not tagged "
+                f"{self.params['ref']}; the registry does not serve the image the lock names."
+            )
         self.docker.tag(registry_ref, self.params["ref"])
         return 0
 
@@ -235,7 +277,7 @@ class ImageDistributor(DockerManager):
         last = None
         while True:
             try:
-                return socket.create_connection((host, port), timeout=30)
+                return socket.create_connection((host, port), timeout=min(30, self.params["stream_timeout"]))
             except OSError as exc:
                 last = exc
             if time.monotonic() > deadline:
@@ -265,6 +307,8 @@ class ImageDistributor(DockerManager):
     def _stream(self) -> int:
         """Load the image from the source; a shortened (delta) stream that fails is retried whole."""
         have = self._present_chains() if self.params["delta"] else []
+        if not have:
+            return self._stream_once([])
         try:
             return self._stream_once(have)
         except _DeltaFailed as failed:
@@ -276,59 +320,116 @@ class ImageDistributor(DockerManager):
         sock = self._connect(host, port)
         proc = None
         outputs = {"out": b"", "err": b""}
+        readers: list = []
+        stage = "auth"
         try:
-            send_line(sock, {"magic": STREAM_MAGIC, "token": self.params["token"],
-                             "content_hash": self.params["content_hash"],
-                             "client": self.params["client_name"] or self.host, "have": have})
-            header = recv_line(sock)
-            if not header.get("ok"):
-                raise LanekitError(f"the image source {host}:{port} refused {self.host}: {header.get('error', 'no reason given')}.")
-            skipped = int(header.get("skipped_layers") or 0)
-            self.skipped_layers = skipped
-            proc = self.docker.popen(["image", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+            sock.settimeout(self.params["stream_timeout"])
+            key = client_handshake(sock, self.params["token"], self.params["client_name"] or self.host,
+                                   {"content_hash": self.params["content_hash"], "have": have})
+            mac = StreamMac(key)
+            gate = TarGate(self.params["ref"], self.params["content_hash"], self.params["rootfs"] or "",
+                           self.params["config"] or "")
+            buf = bytearray(BUFFER)
+            view = memoryview(buf)
+            skipped = 0
+            stage = "stream"
+            while True:
+                # The timeout is per frame: a source that keeps sending (data or keep-alives) is waited for.
+                kind, length = read_head(sock)
+                if kind == ERROR:
+                    reason = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}").get("error", "")
+                    raise StreamRefused(str(reason)[:500] or "the source gave up without a reason") \
+                        if proc is None else StreamError(str(reason)[:500])
+                if kind == END:
+                    mac.check_end(json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}"))
+                    break
+                if kind not in (HEADER, DATA, KEEPALIVE) or (kind == DATA and proc is None) or (kind == HEADER and proc):
+                    raise StreamRefused(f"the source sent a {kind.decode('ascii', 'replace')} frame out of order")
+                mac.head(kind, length)
+                if kind == HEADER:
+                    payload = recv_exact(sock, length)
+                    mac.update(payload)
+                    header = json.loads(payload.decode("utf-8"))
+                    skipped = int(header.get("skipped_layers") or 0)
+                    self.skipped_layers = skipped
+                    proc = self.docker.popen(["image", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE)
 
-            def drain(stream, key):
-                outputs[key] = stream.read()
+                    def drain(stream, name):
+                        outputs[name] = stream.read()
 
-            readers = [threading.Thread(target=drain, args=(proc.stdout, "out"), daemon=True),
-                       threading.Thread(target=drain, args=(proc.stderr, "err"), daemon=True)]
-            for reader in readers:
-                reader.start()
-            sock.settimeout(600)
-            try:
-                proc.stdin.flush()
-                received = copy_frames(sock, proc.stdin.write, fd=proc.stdin.fileno())
-            except BrokenPipeError:
-                proc.wait()
-                for reader in readers:
-                    reader.join(timeout=10)
-                raise LanekitError(
-                    f"docker load on {self.host} stopped reading the stream (exit {proc.returncode}): "
-                    f"{tail(outputs['err'] or outputs['out'], 6)}"
-                ) from None
+                    readers = [threading.Thread(target=drain, args=(proc.stdout, "out"), daemon=True),
+                               threading.Thread(target=drain, args=(proc.stderr, "err"), daemon=True)]
+                    for reader in readers:
+                        reader.start()
+                    continue
+                remaining = length
+                while remaining:
+                    got = sock.recv_into(view, min(BUFFER, remaining))
+                    if not got:
+                        raise StreamError(f"the stream ended after {mac.data_bytes - remaining} bytes, before its end marker")
+                    chunk = view[:got]
+                    mac.update(chunk)
+                    write_all(proc.stdin.fileno(), gate.feed(chunk))
+                    remaining -= got
+            if proc is None:
+                raise StreamRefused("the source ended the stream without a header")
+            # The stream is the source's, unaltered; now the archive must name only the pinned image.
+            gate.verify()
+            write_all(proc.stdin.fileno(), [gate.finish()])
             proc.stdin.close()
             rc = proc.wait()
             for reader in readers:
                 reader.join(timeout=30)
             if rc != 0:
                 message = tail(outputs["err"] or outputs["out"], 6)
-                send_line(sock, {"loaded": False, "error": message, "retry": skipped > 0})
+                self._ack(sock, key, {"loaded": False, "error": message, "retry": skipped > 0})
                 if skipped:
                     raise _DeltaFailed(message)
                 raise LanekitError(f"docker load on {self.host} failed (exit {rc}) on the stream from {host}:{port}: {message}")
-            send_line(sock, {"loaded": True})
-            return received
-        except (StreamError, OSError) as exc:
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            self._ack(sock, key, {"loaded": True})
+            return mac.data_bytes
+        except StreamRefused as exc:
+            self._kill(proc)
+            who = "the image source" if stage == "auth" else "the stream from"
             raise LanekitError(
-                f"the image stream from {host}:{port} to {self.host} failed: {exc}. Nothing incomplete was tagged; "
-                f"re-run to try again."
+                f"{self.host} refused {who} {host}:{port}: {exc}. Nothing from it was tagged; check that "
+                f"image_serve of this run holds the port (image_stream_port) and that nothing else listens there."
+            ) from None
+        except BrokenPipeError:
+            self._kill(proc)
+            for reader in readers:
+                reader.join(timeout=10)
+            message = tail(outputs["err"] or outputs["out"], 6)
+            if have:
+                raise _DeltaFailed(f"docker load stopped reading: {message}") from None
+            raise LanekitError(f"docker load on {self.host} stopped reading the stream: {message}") from None
+        except (StreamError, OSError, ValueError) as exc:
+            self._kill(proc)
+            if have and stage == "stream":
+                raise _DeltaFailed(str(exc) or type(exc).__name__) from None
+            raise LanekitError(
+                f"the image stream from {host}:{port} to {self.host} failed: {exc or type(exc).__name__}. Nothing "
+                f"incomplete was tagged; re-run to try again."
             ) from None
         finally:
             sock.close()
+
+    @staticmethod
+    def _kill(proc) -> None:
+        # Killing docker load before the held manifest reached it leaves nothing tagged.
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    @staticmethod
+    def _ack(sock, key: bytes, ack: dict) -> None:
+        ack = dict(ack)
+        ack["mac"] = ack_mac(key, ack)
+        try:
+            sock.sendall(json_frame(AUTH, ack))
+        except OSError:
+            pass  # the acknowledgement only feeds the source's report
 
     def _summary(self, result: dict) -> str:
         name = self.params["client_name"] or self.host
@@ -370,6 +471,9 @@ class ImageDistributor(DockerManager):
         after = self.inspect_pin() if not self.module.check_mode else before
         if not self.module.check_mode:
             problem = self.pin_problem(after)
+            if problem and result["action"] == "loaded":
+                # Never leave the lane's tag on an image that is not the pinned one.
+                self.docker.run(["image", "rm", "--no-prune", params["ref"]], check=False)
             if problem:
                 raise LanekitError(
                     f"after fetching {params['ref']}, {self.host} still does not hold the pinned image: {problem}. "
@@ -398,6 +502,7 @@ def main() -> None:
         token=dict(type="str", no_log=True),
         client_name=dict(type="str", default=""),
         connect_timeout=dict(type="int", default=120),
+        stream_timeout=dict(type="float", default=120.0),
         delta=dict(type="bool", default=True),
         probe=dict(type="str", choices=["arrival", "always", "never"], default="always"),
         probe_command=dict(type="list", elements="str", default=["/bin/sh", "-c", "true"]),

@@ -32,6 +32,11 @@ options:
   rootfs:
     description: The layer-list digest the image must have (from the lock or the builder).
     type: str
+  config:
+    description:
+      - The digest of the image's run-relevant configuration (entrypoint, command, env, user, labels, ... with
+        the platform and the layer list) the image must have, from the builder or the lock.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -70,6 +75,11 @@ pin:
     rootfs:
       description: sha256 over the ordered layer digests (C(RootFS.Layers)).
       type: str
+    config:
+      description:
+        - sha256 over the run-relevant configuration (entrypoint, command, env, user, working directory,
+          labels, ports, volumes, health check), the platform and the layer list; the same whatever the image store.
+      type: str
     image_id:
       description: The local image Id (store dependent; informational).
       type: str
@@ -85,7 +95,7 @@ pin:
       type: list
       elements: str
 current:
-  description: Whether the image matches O(content_hash) and O(rootfs) (false when O(content_hash) is not given).
+  description: Whether the image matches O(content_hash), O(rootfs) and O(config) (false when O(content_hash) is not given).
   returned: always
   type: bool
 mismatch:

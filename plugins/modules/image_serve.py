@@ -17,12 +17,18 @@ description:
     file on this node, and serves that stream over TCP to every target presenting the run's token,
     while the save is still running (targets follow the growing file). Nothing passes through the
     controller, and the controller's disk is never used.
+  - Both ends prove they hold the run's secret O(token) (HMAC challenge-response over fresh nonces; the
+    secret itself never crosses the network), and every byte served is covered by a keyed digest the
+    target checks before C(docker load) may tag anything. A process that took the port first, or a
+    client without the secret, is refused.
   - A target that already holds the bottom layers of the image (it says which layer stacks it has)
     gets the stream without those layers' files, once the save is complete; C(docker load) skips
-    layers that are present without opening their file. A target whose load of such a shortened
-    stream fails asks again for the whole stream.
+    layers that are present without opening their file. While the save runs the server sends
+    keep-alive frames, so the target waits as long as the save takes. A target whose load of such a
+    shortened stream fails asks again for the whole stream.
   - Exits when O(clients) targets have finished (loaded, or failed for good), after O(idle_timeout)
-    seconds without any connection, or after O(max_seconds); the spool file is then deleted.
+    seconds without any connection, or after O(max_seconds); the spool file is then deleted, and a
+    spool left in O(spool_dir) by a server that was killed is deleted when the next one starts.
 author:
   - lanekit developers (!UNKNOWN)
 extends_documentation_fragment:
@@ -40,6 +46,12 @@ options:
   rootfs:
     description: The layer-list digest the image must have, when known.
     type: str
+  config:
+    description:
+      - The digest of the image's run-relevant configuration (entrypoint, command, env, user, labels, ... with
+        the platform and the layer list) the image must have, from the builder or the lock; the C(config)
+        of the pin M(lanekit.serving.image_info) reports.
+    type: str
   bind:
     description: Address to listen on (the address the targets use to reach this node).
     type: str
@@ -49,7 +61,9 @@ options:
     type: int
     default: 47110
   token:
-    description: Shared secret of this run; a target that does not present it is refused.
+    description:
+      - Secret of this run, made on the controller and given to this task and the targets' tasks only
+        (never on a command line). Both ends prove they hold it; it is never sent.
     type: str
     required: true
   clients:
@@ -70,6 +84,20 @@ options:
       - Made mode C(0700) if missing; an existing one owned by another user or writable by others is refused.
     type: path
     default: /var/tmp/lanekit
+  ready_file:
+    description:
+      - File this server writes (JSON, mode C(0600)) once it listens (C(listening) true), or when it cannot
+        (C(listening) false and C(error), the sentence). The role waits for it, so a server that cannot bind
+        fails the run instead of dying unseen in its asynchronous job.
+    type: path
+  max_connections:
+    description: Most connections served at once; more are closed at once. V(0) means O(clients) + 8.
+    type: int
+    default: 0
+  keepalive:
+    description: Seconds between keep-alive frames while a target waits (for the save to finish, or for more data).
+    type: float
+    default: 5.0
 attributes:
   check_mode:
     support: full
@@ -81,9 +109,8 @@ attributes:
     support: full
     details: [Serving changes nothing on this node; the result is always C(changed=false).]
 notes:
-  - The port must be reachable from the targets (fabric or management network). The stream is not
-    encrypted; the token only keeps other clients out. Use the registry method where the network
-    between nodes is not trusted.
+  - The port must be reachable from the targets (fabric or management network). The stream is
+    authenticated and its integrity checked, but not encrypted; anyone on the path can read the image.
 seealso:
   - module: lanekit.serving.image_distribute
 """
@@ -110,6 +137,10 @@ served:
   elements: dict
   sample: [{"client": "spark-02", "peer": "172.31.213.12", "bytes": 1075838976, "seconds": 9.8, "loaded": true,
             "skipped_layers": 0}]
+refused:
+  description: Connections refused because they did not prove the secret or came beyond O(max_connections).
+  returned: always
+  type: int
 loaded:
   description: Number of targets that confirmed a successful load.
   returned: always
@@ -128,7 +159,6 @@ seconds:
   type: float
 """
 
-import hmac
 import json
 import os
 import socket
@@ -140,14 +170,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
-    STREAM_MAGIC,
     DockerCLI,
-    StreamError,
     chain_ids,
-    frame_header,
     image_pin,
-    recv_line,
-    send_line,
     tail,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
@@ -156,9 +181,39 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_module imp
     run_docker_module,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+    AUTH,
+    DATA,
+    ERROR,
+    HEADER,
+    KEEPALIVE,
+    StreamError,
+    StreamMac,
+    StreamRefused,
+    ack_mac,
+    json_frame,
+    read_json,
+    server_handshake,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 CHUNK = 4 << 20
+SPOOL_PREFIX = "stream-"
+AUTH_TIMEOUT = 15.0
+
+
+def stale_spools(spool_dir: str, alive=None) -> list:
+    """Spool files in ``spool_dir`` left by a server that no longer runs (its pid is in the name)."""
+    alive = alive or (lambda pid: os.path.exists(f"/proc/{pid}"))
+    found = []
+    for name in sorted(os.listdir(spool_dir)):
+        if not (name.startswith(SPOOL_PREFIX) and name.endswith(".tar")):
+            continue
+        pid = name[:-4].rpartition("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+            found.append(os.path.join(spool_dir, name))
+    return found
 
 
 class SaveSpool:
@@ -271,6 +326,7 @@ class ImageServer(DockerManager):
         self.lock = threading.Lock()
         self.served: list[dict] = []
         self.active = 0
+        self.refused_connections = 0
         self.last_activity = time.monotonic()
         self.layers: list = []
         self.chains: list = []
@@ -298,82 +354,100 @@ class ImageServer(DockerManager):
                 return count
         return 0
 
-    def _send_ranges(self, conn: socket.socket, spool: SaveSpool, ranges: list) -> int:
-        sent_total = 0
+    def _touch(self) -> None:
+        with self.lock:
+            self.last_activity = time.monotonic()
+
+    def _send_file(self, conn: socket.socket, mac: StreamMac, handle, offset: int, count: int) -> None:
+        conn.sendall(mac.head(DATA, count))
+        done = 0
+        while done < count:
+            data = os.pread(handle.fileno(), min(count - done, CHUNK), offset + done)
+            if not data:
+                raise StreamError(f"the spool ended at {offset + done} bytes")
+            mac.update(data)
+            conn.sendall(data)
+            done += len(data)
+        self._touch()
+
+    def _send_ranges(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, ranges: list) -> None:
         with open(spool.path, "rb") as handle:
             for start, end in ranges:
                 offset = start
                 while offset < end:
                     count = min(end - offset, CHUNK)
-                    conn.sendall(frame_header(count))
-                    sent = conn.sendfile(handle, offset, count)
-                    if sent != count:
-                        raise StreamError(f"sent {sent} of {count} bytes")
+                    self._send_file(conn, mac, handle, offset, count)
                     offset += count
-                    sent_total += count
-                    with self.lock:
-                        self.last_activity = time.monotonic()
         # The end-of-archive marker: two zero blocks.
-        conn.sendall(frame_header(1024) + bytes(1024))
-        sent_total += 1024
-        conn.sendall(frame_header(0) + frame_header(sent_total))
-        return sent_total
+        conn.sendall(mac.frame(DATA, bytes(1024)))
+
+    def _wait_for_delta(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, skip: int):
+        """Byte ranges of the shortened stream, or None (send everything). Keep-alive frames go out
+        while the save runs, so the target sees progress however long the save takes."""
+        deadline = time.monotonic() + self.params["max_seconds"]
+        while not spool.wait_done(self.params["keepalive"]):
+            if time.monotonic() > deadline:
+                return None
+            conn.sendall(mac.frame(KEEPALIVE))
+            self._touch()
+        if spool.error:
+            return None
+        return spool.delta_ranges(skip, len(self.layers))
 
     def _handle(self, conn: socket.socket, peer: str, spool: SaveSpool) -> None:
         record = {"peer": peer, "client": "", "bytes": 0, "seconds": 0.0, "loaded": False, "error": "",
-                  "skipped_layers": 0, "retry": False, "valid": False}
+                  "skipped_layers": 0, "retry": False, "valid": False, "acked": False}
         start = time.monotonic()
         try:
-            conn.settimeout(60)
-            request = recv_line(conn)
-            record["client"] = str(request.get("client", ""))[:200]
-            token_ok = hmac.compare_digest(str(request.get("token", "")).encode(), self.params["token"].encode())
-            if request.get("magic") != STREAM_MAGIC or not token_ok:
-                send_line(conn, {"ok": False, "error": "refused: wrong token or protocol"})
-                record["error"] = "refused: wrong token or protocol"
+            conn.settimeout(AUTH_TIMEOUT)
+            try:
+                request, record["client"], key = server_handshake(conn, self.params["token"])
+            except StreamRefused as exc:
+                record["error"] = f"refused: {exc}"
+                conn.sendall(json_frame(ERROR, {"error": "refused: the client did not prove this run's secret"}))
                 return
             record["valid"] = True
+            mac = StreamMac(key)
+            conn.settimeout(max(60.0, 4 * self.params["keepalive"]))
             if request.get("content_hash") != self.params["content_hash"]:
-                send_line(conn, {"ok": False, "error": (
+                conn.sendall(json_frame(ERROR, {"error": (
                     f"this source serves content hash {self.params['content_hash'][:12]}, "
-                    f"not {str(request.get('content_hash'))[:12]}")})
+                    f"not {str(request.get('content_hash'))[:12]}")}))
                 record["error"] = "asked for another image"
                 return
             skip = self._present_layers(request.get("have"))
-            ranges = None
-            if skip:
-                conn.settimeout(self.params["max_seconds"])
-                if spool.wait_done(self.params["max_seconds"]):
-                    ranges = spool.delta_ranges(skip, len(self.layers))
+            ranges = self._wait_for_delta(conn, mac, spool, skip) if skip else None
             record["skipped_layers"] = skip if ranges is not None else 0
-            send_line(conn, {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"],
-                             "skipped_layers": record["skipped_layers"]})
+            conn.sendall(mac.frame(HEADER, json.dumps(
+                {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"],
+                 "skipped_layers": record["skipped_layers"]}, sort_keys=True).encode("utf-8")))
             conn.settimeout(600)
             if ranges is not None:
-                record["bytes"] = self._send_ranges(conn, spool, ranges)
-                ranges = []
-            offset = 0
-            with open(spool.path, "rb") as handle:
-                while ranges is None:
-                    end, done, error = spool.wait_beyond(offset, 5.0)
-                    if error:
-                        record["error"] = error
-                        return  # closing without the end frame tells the target the stream failed
-                    if end > offset:
-                        count = min(end - offset, CHUNK)
-                        conn.sendall(frame_header(count))
-                        sent = conn.sendfile(handle, offset, count)
-                        if sent != count:
-                            raise StreamError(f"sent {sent} of {count} bytes")
-                        offset += count
-                        record["bytes"] = offset
-                        with self.lock:
-                            self.last_activity = time.monotonic()
-                    elif done:
-                        conn.sendall(frame_header(0) + frame_header(offset))
-                        break
+                self._send_ranges(conn, mac, spool, ranges)
+            else:
+                offset = 0
+                with open(spool.path, "rb") as handle:
+                    while True:
+                        end, done, error = spool.wait_beyond(offset, self.params["keepalive"])
+                        if error:
+                            record["error"] = error
+                            conn.sendall(json_frame(ERROR, {"error": f"the source failed: {error[:500]}"}))
+                            return
+                        if end > offset:
+                            count = min(end - offset, CHUNK)
+                            self._send_file(conn, mac, handle, offset, count)
+                            offset += count
+                        elif done:
+                            break
+                        else:
+                            conn.sendall(mac.frame(KEEPALIVE))
+            record["bytes"] = mac.data_bytes
+            conn.sendall(mac.end_frame())
             conn.settimeout(self.params["max_seconds"])
-            ack = recv_line(conn)
+            ack = read_json(conn, AUTH)
+            if ack.get("mac") != ack_mac(key, ack):
+                raise StreamError("the client's acknowledgement is not signed with this connection's key")
+            record["acked"] = True
             record["loaded"] = bool(ack.get("loaded"))
             record["retry"] = bool(ack.get("retry"))
             record["error"] = str(ack.get("error", ""))[:2000]
@@ -390,15 +464,19 @@ class ImageServer(DockerManager):
                 self.active -= 1
                 self.last_activity = time.monotonic()
 
-    def run(self) -> dict:
-        pin = self._check_image()
+    def _ready(self, payload: dict) -> None:
+        """Tell the role (which waits for this file) that the server listens, or why it does not."""
+        if not self.params["ready_file"]:
+            return
+        try:
+            private_dir(os.path.dirname(self.params["ready_file"]), "directory of ready_file")
+            atomic_write(self.params["ready_file"], json.dumps(payload, sort_keys=True), mode=0o600)
+        except (OSError, LanekitError) as err:
+            # The role then times out waiting and reads the job's own failure instead.
+            self.module.warn(f"could not write {self.params['ready_file']}: {err}")
+
+    def _listen(self) -> socket.socket:
         params = self.params
-        if self.module.check_mode:
-            return {"changed": False, "served": [], "loaded": 0, "bytes": 0, "save_seconds": 0.0, "seconds": 0.0,
-                    "pin": pin, "msg": f"would serve {params['ref']} on {params['bind']}:{params['port']} to {params['clients']} nodes"}
-        # A spool another user can reach could be swapped between save and send.
-        spool_dir = private_dir(params["spool_dir"], "spool directory (spool_dir)")
-        spool_path = os.path.join(spool_dir, f"stream-{params['content_hash'][:12]}-{os.getpid()}.tar")
         try:
             listener = socket.socket(socket.AF_INET6 if ":" in params["bind"] else socket.AF_INET, socket.SOCK_STREAM)
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -407,9 +485,37 @@ class ImageServer(DockerManager):
         except OSError as exc:
             raise LanekitError(
                 f"{self.docker.host} cannot listen on {params['bind']}:{params['port']} to serve the image ({exc}); "
-                f"set image_stream_port to a free port or image_stream_bind to an address of this node."
+                f"another process holds the port or the address is not this node's: set image_stream_port to a free "
+                f"port or image_stream_bind to an address of this node."
             ) from None
         listener.settimeout(1.0)
+        return listener
+
+    def run(self) -> dict:
+        try:
+            return self._run()
+        except LanekitError as err:
+            self._ready({"listening": False, "error": str(err)})
+            raise
+
+    def _run(self) -> dict:
+        pin = self._check_image()
+        params = self.params
+        if self.module.check_mode:
+            return {"changed": False, "served": [], "loaded": 0, "bytes": 0, "refused": 0, "save_seconds": 0.0, "seconds": 0.0,
+                    "pin": pin, "msg": f"would serve {params['ref']} on {params['bind']}:{params['port']} to {params['clients']} nodes"}
+        # A spool another user can reach could be swapped between save and send.
+        spool_dir = private_dir(params["spool_dir"], "spool directory (spool_dir)")
+        # A killed server (the async job's time limit, a reboot) leaves its spool behind: image-sized.
+        for path in stale_spools(spool_dir):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        spool_path = os.path.join(spool_dir, f"{SPOOL_PREFIX}{params['content_hash'][:12]}-{os.getpid()}.tar")
+        listener = self._listen()
+        cap = params["max_connections"] or params["clients"] + 8
+        self._ready({"listening": True, "pid": os.getpid(), "port": params["port"]})
         spool = SaveSpool(self.docker, params["ref"], spool_path)
         start = time.monotonic()
         spool.start()
@@ -417,8 +523,9 @@ class ImageServer(DockerManager):
         try:
             while True:
                 with self.lock:
-                    # A target that loaded, or failed for good, is done; one that will retry is not.
-                    finished = sum(1 for item in self.served if item["valid"] and not item["retry"])
+                    # A target that loaded, or failed for good, is done; one that will retry is not, nor one
+                    # that dropped the connection (it falls back to the whole stream after a failed delta).
+                    finished = sum(1 for item in self.served if item["acked"] and not item["retry"])
                     active, idle = self.active, time.monotonic() - self.last_activity
                 if finished >= params["clients"] or time.monotonic() - start > params["max_seconds"]:
                     break
@@ -431,8 +538,15 @@ class ImageServer(DockerManager):
                 except TimeoutError:
                     continue
                 with self.lock:
-                    self.active += 1
-                    self.last_activity = time.monotonic()
+                    full = self.active >= cap
+                    if not full:
+                        self.active += 1
+                        self.last_activity = time.monotonic()
+                if full:
+                    # More connections than nodes: someone else is knocking; do not let them exhaust us.
+                    self.refused_connections += 1
+                    conn.close()
+                    continue
                 thread = threading.Thread(target=self._handle, args=(conn, address[0], spool), daemon=True)
                 thread.start()
                 threads.append(thread)
@@ -448,11 +562,16 @@ class ImageServer(DockerManager):
         if spool.error:
             raise LanekitError(f"{self.docker.host} could not serve {params['ref']}: {spool.error}")
         loaded = sum(1 for item in self.served if item["loaded"])
-        result = {"changed": False, "served": self.served, "loaded": loaded, "bytes": spool.written,
+        refused = sum(1 for item in self.served if not item["valid"]) + self.refused_connections
+        result = {"changed": False, "served": self.served, "loaded": loaded, "bytes": spool.written, "refused": refused,
                   "save_seconds": spool.seconds, "seconds": round(time.monotonic() - start, 2), "pin": pin}
         if loaded < params["clients"]:
             self.module.warn(f"{self.docker.host} served {params['ref']} to {loaded} of {params['clients']} nodes; "
                              f"the nodes' own tasks say why the others failed.")
+        if refused:
+            self.module.warn(f"{self.docker.host} refused {refused} connection(s) to the image stream that did not "
+                             f"prove this run's secret or came beyond the connection cap: something else on the "
+                             f"network tried to take part.")
         return result
 
 
@@ -466,6 +585,9 @@ def main() -> None:
         idle_timeout=dict(type="int", default=180),
         max_seconds=dict(type="int", default=7200),
         spool_dir=dict(type="path", default="/var/tmp/lanekit"),
+        ready_file=dict(type="path"),
+        max_connections=dict(type="int", default=0),
+        keepalive=dict(type="float", default=5.0),
     ))
 
 

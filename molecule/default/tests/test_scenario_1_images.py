@@ -11,11 +11,13 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import textwrap
+import time
 
 import pytest
 from simlib import (ROOT, SGLANG_LANE, assert_no_traceback, changed_hosts, docker, flat, lane_containers, node_of,
-                    plan, run_playbook)
+                    plan, rank_containers, run_playbook)
 
 
 @pytest.fixture()
@@ -133,3 +135,101 @@ def test_patch_whose_target_line_is_missing_fails_the_build(running_lane, tmp_pa
     text = flat(proc.stdout)
     assert "cannot patch" in text and "UNBALANCED_MODEL_LOADING_TIMEOUT_S = 480" in text
     assert "no image was tagged" in text
+
+
+# A process that took the stream port on the builder before the run: it answers every connection
+# the way the old protocol did (an "ok" line, then frames of whatever it likes).
+FAKE_STREAM_SERVER = r'''
+import os, socket, sys
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.bind(("0.0.0.0", int(sys.argv[1])))
+listener.listen(8)
+with open("/tmp/lanekit-fake-stream.pid", "w") as handle:
+    handle.write(str(os.getpid()))
+while True:
+    conn, _addr = listener.accept()
+    try:
+        conn.recv(65536)
+        conn.sendall(b'{"ok": true, "skipped_layers": 0}\n' + (1024).to_bytes(8, "big") + bytes(1024)
+                     + bytes(8) + (1024).to_bytes(8, "big"))
+    except OSError:
+        pass
+    conn.close()
+'''
+
+
+def _adhoc_distribute(host: str, args: dict) -> subprocess.CompletedProcess:
+    argv = [os.path.join(ROOT, ".venv", "bin", "ansible"), host, "-i", os.path.join(ROOT, "inventories", "sim"),
+            "-m", "lanekit.serving.image_distribute", "-a", json.dumps(args)]
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_serving):
+    image = plan()["image"]
+    ref = image["ref"]
+    builder = node_of("spark-01")
+    # spark-03 loses its rank and the image itself (no untagged copy to re-tag): only the stream can
+    # bring it back. The next test that needs the lane serving deploys it again.
+    for name in [c["Names"] for c in rank_containers(node_of("spark-03"))]:
+        docker(node_of("spark-03"), "rm", "--force", name)
+    docker(node_of("spark-03"), "image", "rm", "--force", ref)
+    assert image_of("spark-03", ref) is None
+    subprocess.run(["docker", "exec", builder, "rm", "-f", "/tmp/lanekit-fake-stream.pid"], check=True)
+    subprocess.run(["docker", "exec", "-d", builder, "python3", "-c", FAKE_STREAM_SERVER, "47110"], check=True)
+    pid = ""
+    try:
+        for _attempt in range(50):
+            found = subprocess.run(["docker", "exec", builder, "cat", "/tmp/lanekit-fake-stream.pid"],
+                                   capture_output=True, text=True, check=False)
+            pid = found.stdout.strip()
+            if pid:
+                break
+            time.sleep(0.2)
+        assert pid, "the fake server did not start"
+        # The run: the real server cannot bind, and the run stops before any node connects.
+        proc = run_playbook("build_images.yml")
+        assert proc.returncode != 0
+        assert_no_traceback(proc.stdout)
+        text = flat(proc.stdout)
+        assert "cannot listen on 172.31.213.11:47110" in text and "image_stream_port" in text
+        assert image_of("spark-03", ref) is None
+        # A node sent to the fake server itself refuses it: it cannot prove the run's secret.
+        adhoc = _adhoc_distribute("spark-03", {
+            "ref": ref, "content_hash": image["content_hash"], "method": "stream", "source": "172.31.213.11:47110",
+            "token": "a-secret-the-fake-server-does-not-hold", "delta": False, "probe": "never", "connect_timeout": 10})
+        assert adhoc.returncode != 0, adhoc.stdout
+        assert "refused the image source 172.31.213.11:47110" in flat(adhoc.stdout)
+        assert "a-secret-the-fake-server-does-not-hold" not in adhoc.stdout
+        assert image_of("spark-03", ref) is None
+    finally:
+        if pid:
+            subprocess.run(["docker", "exec", builder, "kill", pid], check=False)
+    # With the port free again the same run streams the image to spark-03, and only it changes.
+    proc = run_playbook("build_images.yml")
+    assert proc.returncode == 0
+    assert changed_hosts(proc.stdout) == {"spark-03"}
+    assert re.search(r"spark-03: loaded [0-9.]+ MiB from the stream", flat(proc.stdout))
+    assert image_of("spark-03", ref)["RootFS"]["Layers"] == image_of("spark-05", ref)["RootFS"]["Layers"]
+
+
+def test_the_pinned_config_is_what_the_nodes_and_the_saved_image_say():
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, ".collections"))
+    from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import image_pin
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import TarGate
+    image = plan()["image"]
+    lock_path = os.path.join(ROOT, ".sim", "locks", "mistral-large4-vllm.image.lock.yml")
+    with open(lock_path, encoding="utf-8") as handle:
+        locked = re.search(r"config: (sha256:[0-9a-f]{64})", handle.read())
+    assert locked, "the lock records no config digest"
+    for host in ("spark-01", "spark-08"):
+        assert image_pin(image_of(host, image["ref"]))["config"] == locked.group(1)
+    # The saved archive's configuration blob gives the same digest the inspect gives (the gate checks it).
+    saved = subprocess.run(["docker", "exec", node_of("spark-01"), "docker", "image", "save", image["ref"]],
+                           capture_output=True, check=True).stdout
+    gate = TarGate(image["ref"], image["content_hash"], config=locked.group(1))
+    for start in range(0, len(saved), 1 << 20):
+        gate.feed(saved[start:start + (1 << 20)])
+    gate.verify()

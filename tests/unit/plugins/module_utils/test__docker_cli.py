@@ -1,17 +1,12 @@
-"""The docker CLI wrapper: pins, arch names, the exec-readiness probe and the stream framing."""
+"""The docker CLI wrapper: pins, arch names and the exec-readiness probe (the stream protocol is
+tested in test__image_stream.py)."""
 from __future__ import annotations
-
-import socket
-import threading
 
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
     DockerCLI,
     DockerError,
-    StreamError,
-    copy_frames,
-    frame_header,
     image_pin,
     merge_log_streams,
     normalize_arch,
@@ -124,81 +119,6 @@ def test_probe_gives_up_after_the_timeout_with_a_sentence():
     text = str(err.value)
     assert "cannot run lanekit/x:1" in text and "no such file" in text and "docker image rm lanekit/x:1" in text
     assert clock.now <= 120
-
-
-# -- stream framing -------------------------------------------------------------------------------
-def _serve(frames, close_early=False):
-    left, right = socket.socketpair()
-
-    def writer():
-        total = 0
-        for chunk in frames:
-            left.sendall(frame_header(len(chunk)) + chunk)
-            total += len(chunk)
-        if not close_early:
-            left.sendall(frame_header(0) + frame_header(total))
-        left.close()
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    return right, thread
-
-
-def test_frames_are_copied_in_order():
-    sock, thread = _serve([b"a" * 100, b"b" * (3 << 20), b"c"])
-    out = bytearray()
-    total = copy_frames(sock, out.extend, buffer_size=65536)
-    thread.join()
-    assert total == 100 + (3 << 20) + 1
-    assert bytes(out[:100]) == b"a" * 100 and out[-1:] == b"c"
-
-
-def test_stream_without_end_marker_is_incomplete():
-    sock, thread = _serve([b"a" * 1000], close_early=True)
-    with pytest.raises(StreamError) as err:
-        copy_frames(sock, lambda data: None)
-    thread.join()
-    assert "ended" in str(err.value)
-
-
-def test_announced_total_must_match():
-    left, right = socket.socketpair()
-    left.sendall(frame_header(3) + b"abc" + frame_header(0) + frame_header(4))
-    left.close()
-    with pytest.raises(StreamError) as err:
-        copy_frames(right, lambda data: None)
-    assert "announced 4" in str(err.value)
-
-
-def test_frames_can_be_spliced_into_a_pipe():
-    if not hasattr(__import__("os"), "splice"):
-        pytest.skip("os.splice needs Python 3.10 on Linux")
-    import os
-    payload = [bytes([i % 251]) * 70000 for i in range(40)]
-    sock, thread = _serve(payload)
-    read_fd, write_fd = os.pipe()
-    received = bytearray()
-    reader = threading.Thread(target=lambda: [received.extend(chunk) for chunk in iter(lambda: os.read(read_fd, 65536), b"")])
-    reader.start()
-    total = copy_frames(sock, lambda data: None, fd=write_fd)
-    os.close(write_fd)
-    reader.join()
-    thread.join()
-    assert total == len(received) == 40 * 70000
-    assert bytes(received) == b"".join(payload)
-
-
-def test_spliced_stream_without_end_marker_is_incomplete():
-    if not hasattr(__import__("os"), "splice"):
-        pytest.skip("os.splice needs Python 3.10 on Linux")
-    import os
-    sock, thread = _serve([b"a" * 5000], close_early=True)
-    read_fd, write_fd = os.pipe()
-    with pytest.raises(StreamError):
-        copy_frames(sock, lambda data: None, fd=write_fd)
-    thread.join()
-    os.close(read_fd)
-    os.close(write_fd)
 
 
 def test_log_streams_merge_by_time_with_nanoseconds():

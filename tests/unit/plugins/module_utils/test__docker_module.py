@@ -32,7 +32,7 @@ def test_docker_argument_spec_adds_docker_cli_last_and_leaves_the_input_alone():
 def test_pin_options_name_the_image_and_its_pin():
     assert pin_options() == {"ref": {"type": "str", "required": True},
                              "content_hash": {"type": "str", "required": True},
-                             "rootfs": {"type": "str"}}
+                             "rootfs": {"type": "str"}, "config": {"type": "str"}}
     assert pin_options(content_hash_required=False)["content_hash"] == {"type": "str"}
     # Each call is a fresh spec: a module that extends it cannot change another's.
     assert pin_options()["ref"] is not pin_options()["ref"]

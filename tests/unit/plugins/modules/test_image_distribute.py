@@ -3,11 +3,16 @@ kept, pulled, retagged or refused, and the stream from image_serve (modules/imag
 nodes end to end over loopback."""
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import socket
+import subprocess
 import sys
+import tarfile
 import threading
+import time
 
 import pytest
 
@@ -22,9 +27,10 @@ HASH = "a" * 64
 
 
 def distributor(engine, check_mode=False, **extra):
-    params = dict(ref="lanekit/thin:aaaaaaaaaaaa", content_hash=HASH, rootfs=None, method="registry",
+    params = dict(ref="lanekit/thin:aaaaaaaaaaaa", content_hash=HASH, rootfs=None, config=None, method="registry",
                   registry_ref="reg:5000/lanekit/thin@sha256:" + "7" * 64, source=None, token=None, client_name="",
-                  connect_timeout=5, delta=True, probe="always", probe_command=["/bin/sh", "-c", "true"], probe_timeout=10,
+                  connect_timeout=5, stream_timeout=30, delta=True,
+                  probe="always", probe_command=["/bin/sh", "-c", "true"], probe_timeout=10,
                   docker_cli=None)
     params.update(extra)
     module = FakeModule(params, check_mode=check_mode, diff=True, responder=engine)
@@ -77,17 +83,82 @@ def test_fetch_that_yields_another_image_fails():
     del engine.images["x"]
     with pytest.raises(LanekitError) as err:
         distributor(engine)[0].run()
-    assert "still does not hold the pinned image" in str(err.value)
+    assert "is not the pinned image" in str(err.value) and "was not tagged" in str(err.value)
+    assert "lanekit/thin:aaaaaaaaaaaa" not in engine.images  # the wrong image never got the lane's tag
+
+
+def test_a_pulled_image_with_another_entrypoint_is_not_tagged():
+    engine = FakeEngine()
+    registry_ref = "reg:5000/lanekit/thin@sha256:" + "7" * 64
+    good = engine.add("good", labels={"io.lanekit.content-hash": HASH})
+    pinned = image_pin(good)["config"]
+    bad = engine.add("x", labels={"io.lanekit.content-hash": HASH})
+    bad["Config"]["Entrypoint"] = ["/bin/sh", "-c", "evil"]
+    engine.pulls[registry_ref] = bad
+    del engine.images["x"], engine.images["good"]
+    with pytest.raises(LanekitError, match="another configuration"):
+        distributor(engine, rootfs=image_pin(good)["rootfs"], config=pinned)[0].run()
+    assert "lanekit/thin:aaaaaaaaaaaa" not in engine.images
 
 
 # -- the stream, end to end over loopback (docker save/load replaced by small python processes) ---
+REF = "lanekit/thin:aaaaaaaaaaaa"
+
+SAVE_SCRIPT = r"""
+import hashlib, io, json, sys, tarfile, time
+tags, entrypoint, delay, blob_size = json.loads(sys.argv[1])
+time.sleep(delay)
+layers = [b"base-layer-" * 4000 + bytes(blob_size), b"patch-layer"]
+blobs = []
+for data in layers:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        info = tarfile.TarInfo("f.txt"); info.size = len(data); t.addfile(info, io.BytesIO(data))
+    blobs.append(buf.getvalue())
+diffs = ["sha256:" + hashlib.sha256(b).hexdigest() for b in blobs]
+config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diffs},
+                     "config": {"Entrypoint": entrypoint, "Labels": {"io.lanekit.content-hash": "a" * 64}}}).encode()
+out = tarfile.open(fileobj=sys.stdout.buffer, mode="w|")
+def add(name, blob):
+    info = tarfile.TarInfo(name); info.size = len(blob); out.addfile(info, io.BytesIO(blob))
+for number, blob in enumerate(blobs):
+    add(f"layer{number}/VERSION", b"1.0")
+    add(f"layer{number}/layer.tar", blob)
+name = hashlib.sha256(config).hexdigest() + ".json"
+add(name, config)
+add("manifest.json", json.dumps([{"Config": name, "RepoTags": tags, "Layers": ["layer0/layer.tar", "layer1/layer.tar"]}]).encode())
+out.close()
+"""
+
+
+def save_argv(tags=(REF,), entrypoint=("engine", "serve"), delay=0.0, blob_size=0):
+    return [sys.executable, "-c", SAVE_SCRIPT, json.dumps([list(tags), list(entrypoint), delay, blob_size])]
+
+
+def layer_diffs(blob_size=0):
+    diffs = []
+    for data in (b"base-layer-" * 4000 + bytes(blob_size), b"patch-layer"):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as t:
+            info = tarfile.TarInfo("f.txt")
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        diffs.append("sha256:" + hashlib.sha256(buf.getvalue()).hexdigest())
+    return diffs
+
+
+def pinned_inspect(entrypoint=("engine", "serve"), blob_size=0):
+    return {"Id": "sha256:1", "Architecture": "amd64", "Os": "linux", "RepoTags": [REF],
+            "Config": {"Entrypoint": list(entrypoint), "Labels": {"io.lanekit.content-hash": HASH}},
+            "RootFS": {"Type": "layers", "Layers": layer_diffs(blob_size)}}
+
+
 class StreamDocker(DockerCLI):
     def __init__(self, module, argv_for):
         super().__init__(module)
         self.argv_for = argv_for
 
     def popen(self, args, **kwargs):
-        import subprocess
         self.commands.append(list(args))
         return subprocess.Popen(self.argv_for(args), **kwargs)
 
@@ -98,160 +169,286 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def start_server(tmp_path, port, save, token="s3cret", clients=1, **extra):
+    engine = FakeEngine()
+    engine.images[REF] = pinned_inspect(blob_size=extra.pop("blob_size", 0))
+    params = dict(ref=REF, content_hash=HASH, rootfs=None, config=None, bind="127.0.0.1", port=port, token=token,
+                  clients=clients, idle_timeout=3, max_seconds=60, spool_dir=str(tmp_path / "spool"), docker_cli=None,
+                  ready_file=str(tmp_path / "ready.json"), max_connections=0, keepalive=0.1)
+    params.update(extra)
+    module = FakeModule(params, responder=engine)
+    server = ImageServer(module, StreamDocker(module, lambda args: save))
+    outcome = {}
+
+    def run():
+        try:
+            outcome.update(server.run())
+        except LanekitError as err:
+            outcome["error"] = str(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    for _attempt in range(100):  # the role, too, starts the nodes once the server said it listens
+        if os.path.exists(params["ready_file"]):
+            break
+        time.sleep(0.05)
+    return thread, outcome, module
+
+
+class LoadingNode:
+    """A node whose docker load writes what it reads to a file and, like docker, tags only what the
+    archive's manifest.json names."""
+
+    def __init__(self, tmp_path, name="node", base=False, blob_size=0):
+        self.blob_size = blob_size
+        self.pin = image_pin(pinned_inspect(blob_size=blob_size))
+        self.out = tmp_path / f"loaded-{name}.tar"
+        self.engine = FakeEngine()
+        self.name = name
+        if base:
+            self.engine.add("lanekit/thin:old", labels={"io.lanekit.content-hash": "b" * 64}, layers=layer_diffs()[:1])
+
+    def tagged(self):
+        if not self.out.exists():
+            return []
+        try:
+            with tarfile.open(self.out) as tar:
+                return json.load(tar.extractfile("manifest.json"))[0]["RepoTags"]
+        except (KeyError, tarfile.TarError):
+            return []
+
+    def responder(self, argv):
+        if argv[1:3] == ["image", "inspect"] and argv[3:] == [REF]:
+            if REF not in self.tagged():
+                return 1, "[]", "Error: No such image"
+            return 0, json.dumps([pinned_inspect(blob_size=self.blob_size)]), ""
+        return self.engine(argv)
+
+    def run(self, port, token="s3cret", **extra):
+        load = [sys.executable, "-c", f"import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open({str(self.out)!r}, 'wb'))"]
+        params = dict(ref=REF, content_hash=HASH, rootfs=self.pin["rootfs"], config=self.pin["config"], method="stream",
+                      registry_ref=None, source=f"127.0.0.1:{port}", token=token, client_name=self.name,
+                      connect_timeout=10, stream_timeout=10, delta=True, probe="arrival",
+                      probe_command=["/bin/sh", "-c", "true"], probe_timeout=10, docker_cli=None)
+        params.update(extra)
+        self.module = FakeModule(params, responder=self.responder)
+        self.docker = StreamDocker(self.module, lambda args: load)
+        return ImageDistributor(self.module, self.docker).run()
+
+
 @pytest.mark.parametrize("clients", [1, 3])
 def test_stream_from_server_to_nodes(tmp_path, clients):
-    payload = 5 * (1 << 20) + 123
     port = free_port()
-    ref = "lanekit/thin:aaaaaaaaaaaa"
-    source_engine = FakeEngine()
-    source_engine.add(ref, labels={"io.lanekit.content-hash": HASH})
-    save = [sys.executable, "-c", f"import sys; sys.stdout.buffer.write(bytes(range(256)) * ({payload} // 256) + b'x' * ({payload} % 256))"]
-    server_module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, bind="127.0.0.1", port=port, token="t0ken",
-                                    clients=clients, idle_timeout=20, max_seconds=60, spool_dir=str(tmp_path / "spool"),
-                                    docker_cli=None), responder=source_engine)
-    server = ImageServer(server_module, StreamDocker(server_module, lambda args: save))
-    outcome = {}
-    thread = threading.Thread(target=lambda: outcome.update(server.run()))
-    thread.start()
-
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(blob_size=3 << 20), clients=clients,
+                                            blob_size=3 << 20)
     results = []
     for index in range(clients):
-        out = tmp_path / f"loaded-{index}"
-        load = [sys.executable, "-c", f"import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open({str(out)!r}, 'wb'))"]
-
-        def responder(argv, out=out):
-            if argv[1:3] == ["image", "inspect"] and out.exists() and out.stat().st_size == payload:
-                return 0, json.dumps([{"Id": "sha256:1", "Architecture": "amd64", "RepoTags": [ref],
-                                       "Config": {"Labels": {"io.lanekit.content-hash": HASH}},
-                                       "RootFS": {"Layers": ["sha256:" + "1" * 64]}}]), ""
-            return FakeEngine()(argv)
-
-        module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, method="stream", registry_ref=None,
-                                 source=f"127.0.0.1:{port}", token="t0ken", client_name=f"node-{index}",
-                                 connect_timeout=10, delta=True, probe="arrival", probe_command=["/bin/sh", "-c", "true"],
-                                 probe_timeout=10, docker_cli=None), diff=False, responder=responder)
-        results.append(ImageDistributor(module, StreamDocker(module, lambda args, load=load: load)).run())
+        node = LoadingNode(tmp_path, f"node-{index}", blob_size=3 << 20)
+        node.out.parent.mkdir(exist_ok=True)
+        results.append(node.run(port, delta=False))
+        assert node.tagged() == [REF]
     thread.join(timeout=60)
-    assert all(r["action"] == "loaded" and r["bytes"] == payload and r["probe"]["ready"] for r in results)
-    assert outcome["loaded"] == clients and outcome["bytes"] == payload
+    assert all(r["action"] == "loaded" and r["bytes"] > 3 << 20 and r["probe"]["ready"] for r in results)
+    assert outcome["loaded"] == clients and outcome["refused"] == 0
+    assert json.loads((tmp_path / "ready.json").read_text())["listening"] is True
     assert not os.listdir(tmp_path / "spool")  # the spool is removed when the server ends
 
 
-def test_stream_with_a_wrong_token_is_refused(tmp_path):
+def test_a_client_with_a_wrong_secret_is_refused_and_does_not_end_the_server(tmp_path):
     port = free_port()
-    ref = "lanekit/thin:aaaaaaaaaaaa"
-    engine = FakeEngine()
-    engine.add(ref, labels={"io.lanekit.content-hash": HASH})
-    server_module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, bind="127.0.0.1", port=port, token="right",
-                                    clients=1, idle_timeout=2, max_seconds=30, spool_dir=str(tmp_path / "spool"),
-                                    docker_cli=None), responder=engine)
-    server = ImageServer(server_module, StreamDocker(server_module, lambda args: [sys.executable, "-c", "print('x')"]))
-    thread = threading.Thread(target=server.run)
-    thread.start()
-    module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, method="stream", registry_ref=None,
-                             source=f"127.0.0.1:{port}", token="wrong", client_name="n", connect_timeout=10, delta=False,
-                             probe="never", probe_command=["/bin/sh"], probe_timeout=1, docker_cli=None),
-                        responder=FakeEngine())
-    with pytest.raises(LanekitError) as err:
-        ImageDistributor(module, StreamDocker(module, lambda args: ["false"])).run()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(), idle_timeout=2)
+    intruder = LoadingNode(tmp_path, "intruder")
+    with pytest.raises(LanekitError, match="refused the image source"):
+        intruder.run(port, token="guess", delta=False)
+    assert not intruder.out.exists()  # docker load never started
+    node = LoadingNode(tmp_path, "node")
+    assert node.run(port, delta=False)["action"] == "loaded"
     thread.join(timeout=30)
-    assert "refused" in str(err.value) and "wrong token" in str(err.value)
+    assert outcome["loaded"] == 1 and outcome["refused"] == 1
 
 
-def test_unreachable_source_is_a_sentence(tmp_path):
-    module = FakeModule(dict(ref="lanekit/thin:aaaaaaaaaaaa", content_hash=HASH, rootfs=None, method="stream",
-                             registry_ref=None, source=f"127.0.0.1:{free_port()}", token="t", client_name="n",
-                             connect_timeout=1, delta=True, probe="never", probe_command=["/bin/sh"], probe_timeout=1,
-                             docker_cli=None), responder=FakeEngine())
-    with pytest.raises(LanekitError) as err:
-        ImageDistributor(module, DockerCLI(module)).run()
-    assert "could not reach the image source" in str(err.value) and "image_stream_port" in str(err.value)
+def fake_server(port, reply):
+    """A process that took the port first and answers whatever ``reply`` sends."""
+    listener = socket.create_server(("127.0.0.1", port))
+    listener.settimeout(10)
 
+    def serve():
+        try:
+            conn, _addr = listener.accept()
+            with conn:
+                conn.settimeout(5)
+                reply(conn)
+        except OSError:
+            pass
+        finally:
+            listener.close()
 
-SAVE_SCRIPT = r"""
-import hashlib, io, json, sys, tarfile
-layers = [b"base-layer-" * 4000, b"patch-layer"]
-blobs = []
-for data in layers:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as t:
-        info = tarfile.TarInfo("f.txt"); info.size = len(data); t.addfile(info, io.BytesIO(data))
-    blobs.append(buf.getvalue())
-diffs = ["sha256:" + hashlib.sha256(b).hexdigest() for b in blobs]
-config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diffs}}).encode()
-out = tarfile.open(fileobj=sys.stdout.buffer, mode="w|")
-def add(name, blob):
-    info = tarfile.TarInfo(name); info.size = len(blob); out.addfile(info, io.BytesIO(blob))
-for number, blob in enumerate(blobs):
-    add(f"layer{number}/VERSION", b"1.0")
-    add(f"layer{number}/layer.tar", blob)
-add("config.json", config)
-add("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": ["lanekit/thin:aaaaaaaaaaaa"],
-                                   "Layers": ["layer0/layer.tar", "layer1/layer.tar"]}]).encode())
-out.close()
-"""
-
-
-def _save_layers():
-    import hashlib
-    import io
-    import tarfile as tf
-    diffs = []
-    for data in (b"base-layer-" * 4000, b"patch-layer"):
-        buf = io.BytesIO()
-        with tf.open(fileobj=buf, mode="w") as t:
-            info = tf.TarInfo("f.txt")
-            info.size = len(data)
-            t.addfile(info, io.BytesIO(data))
-        diffs.append("sha256:" + hashlib.sha256(buf.getvalue()).hexdigest())
-    return diffs
-
-
-@pytest.mark.parametrize("node_has_base", [True, False])
-def test_stream_leaves_out_layers_the_node_holds(tmp_path, node_has_base):
-    import tarfile as tf
-    diffs = _save_layers()
-    port = free_port()
-    ref = "lanekit/thin:aaaaaaaaaaaa"
-    source_engine = FakeEngine()
-    source_engine.add(ref, labels={"io.lanekit.content-hash": HASH}, layers=diffs)
-    server_module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, bind="127.0.0.1", port=port, token="t",
-                                    clients=1, idle_timeout=20, max_seconds=60, spool_dir=str(tmp_path / "spool"),
-                                    docker_cli=None), responder=source_engine)
-    server = ImageServer(server_module, StreamDocker(server_module, lambda args: [sys.executable, "-c", SAVE_SCRIPT]))
-    outcome = {}
-    thread = threading.Thread(target=lambda: outcome.update(server.run()))
+    thread = threading.Thread(target=serve)
     thread.start()
+    return thread
 
-    out = tmp_path / "loaded.tar"
-    node = FakeEngine()
-    if node_has_base:
-        node.add("lanekit/thin:old", labels={"io.lanekit.content-hash": "b" * 64}, layers=diffs[:1])
 
-    def responder(argv):
-        if argv[1:3] == ["image", "inspect"] and argv[3:] == [ref]:
-            if not out.exists():
-                return 1, "[]", "Error: No such image"
-            return 0, json.dumps([{"Id": "sha256:1", "Architecture": "amd64", "RepoTags": [ref],
-                                   "Config": {"Labels": {"io.lanekit.content-hash": HASH}},
-                                   "RootFS": {"Layers": diffs}}]), ""
-        return node(argv)
+def evil_tar():
+    return subprocess.run(save_argv(tags=(REF, "ubuntu:22.04")), capture_output=True, check=True).stdout
 
-    load = [sys.executable, "-c", f"import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open({str(out)!r}, 'wb'))"]
-    module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, method="stream", registry_ref=None,
-                             source=f"127.0.0.1:{port}", token="t", client_name="n", connect_timeout=10, delta=True,
-                             probe="never", probe_command=["/bin/sh"], probe_timeout=1, docker_cli=None),
-                        responder=responder)
-    result = ImageDistributor(module, StreamDocker(module, lambda args: load)).run()
-    thread.join(timeout=60)
-    with tf.open(out) as tar:
-        names = tar.getnames()
-        manifest = json.load(tar.extractfile("manifest.json"))
-    assert manifest[0]["Layers"] == ["layer0/layer.tar", "layer1/layer.tar"]
-    assert "layer1/layer.tar" in names and "config.json" in names and "layer0/VERSION" in names
-    assert ("layer0/layer.tar" in names) is (not node_has_base)
-    assert result["skipped_layers"] == (1 if node_has_base else 0)
-    assert outcome["served"][0]["skipped_layers"] == result["skipped_layers"]
+
+@pytest.mark.parametrize("speaks", ["v1", "v2"])
+def test_a_fake_server_on_the_port_is_refused_and_nothing_is_tagged(tmp_path, speaks):
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+        AUTH,
+        MAGIC,
+        json_frame,
+        new_nonce,
+        read_json,
+    )
+
+    def reply(conn):
+        if speaks == "v1":  # the old protocol: a JSON line, then the frames of any tar it likes
+            conn.recv(65536)
+            data = evil_tar()
+            conn.sendall(b'{"ok": true, "skipped_layers": 0}\n' + len(data).to_bytes(8, "big") + data + bytes(8))
+        else:
+            read_json(conn)
+            conn.sendall(json_frame(AUTH, {"magic": MAGIC, "nonce": new_nonce(), "proof": "1" * 64}))
+            conn.recv(65536)
+
+    port = free_port()
+    thread = fake_server(port, reply)
+    node = LoadingNode(tmp_path)
+    with pytest.raises(LanekitError, match="refused the image source .* could not prove|refused the image source .* protocol"):
+        node.run(port, delta=False)
+    thread.join(timeout=10)
+    assert not node.out.exists() and node.tagged() == []
+
+
+def test_a_stream_altered_on_the_way_is_refused_and_nothing_is_tagged(tmp_path):
+    port, front = free_port(), free_port()
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(blob_size=1 << 20), blob_size=1 << 20,
+                                             idle_timeout=2)
+    listener = socket.create_server(("127.0.0.1", front))
+
+    def relay():  # an on-path attacker that flips one byte deep inside the image data
+        conn, _addr = listener.accept()
+        upstream = socket.create_connection(("127.0.0.1", port))
+        seen = {"n": 0}
+
+        def pipe(src, dst, flip):
+            try:
+                while True:
+                    data = bytearray(src.recv(65536))
+                    if not data:
+                        break
+                    if flip and seen["n"] < 200000 <= seen["n"] + len(data):
+                        data[200000 - seen["n"]] ^= 0x01
+                    if flip:
+                        seen["n"] += len(data)
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for sock in (src, dst):
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        threads = [threading.Thread(target=pipe, args=(conn, upstream, False)),
+                   threading.Thread(target=pipe, args=(upstream, conn, True))]
+        for item in threads:
+            item.start()
+        for item in threads:
+            item.join()
+        listener.close()
+
+    relay_thread = threading.Thread(target=relay)
+    relay_thread.start()
+    node = LoadingNode(tmp_path, blob_size=1 << 20)
+    with pytest.raises(LanekitError, match="refused the stream from .* altered"):
+        node.run(front, delta=False)
+    relay_thread.join(timeout=30)
+    thread.join(timeout=30)
+    assert node.tagged() == []  # docker load was killed before the manifest reached it
+
+
+@pytest.mark.parametrize("save,match", [
+    (save_argv(tags=(REF, "ubuntu:22.04")), "not only the pinned"),
+    (save_argv(entrypoint=("/bin/sh", "-c", "evil")), "configuration"),
+])
+def test_a_served_archive_naming_another_tag_or_config_is_refused(tmp_path, save, match):
+    port = free_port()
+    thread, _outcome, _module = start_server(tmp_path, port, save, idle_timeout=2)
+    node = LoadingNode(tmp_path)
+    with pytest.raises(LanekitError, match=match):
+        node.run(port, delta=False)
+    thread.join(timeout=30)
+    assert node.tagged() == []
+
+
+def test_a_slow_save_still_updates_a_node_by_delta(tmp_path):
+    port = free_port()
+    # The save takes 1.5 s, three times the node's stall timeout: keep-alive frames carry it through.
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(delay=1.5), keepalive=0.1)
+    node = LoadingNode(tmp_path, base=True)
+    result = node.run(port, stream_timeout=0.5)
+    thread.join(timeout=30)
+    assert result["action"] == "loaded" and result["skipped_layers"] == 1 and node.tagged() == [REF]
+    with tarfile.open(node.out) as tar:
+        assert "layer0/layer.tar" not in tar.getnames() and "layer1/layer.tar" in tar.getnames()
+    assert outcome["served"][0]["skipped_layers"] == 1 and not node.module.warnings
+
+
+def test_a_delta_that_stalls_falls_back_to_the_whole_stream(tmp_path):
+    port = free_port()
+    # No keep-alive within the node's stall timeout (a source that says nothing while it saves): the
+    # shortened stream times out, the whole one flows as soon as the save writes.
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(delay=1.2), keepalive=5.0)
+    node = LoadingNode(tmp_path, base=True)
+    result = node.run(port, stream_timeout=0.8)
+    thread.join(timeout=30)
+    assert result["action"] == "loaded" and result["skipped_layers"] == 0 and node.tagged() == [REF]
+    assert any("loading the whole image instead" in w for w in node.module.warnings)
+
+
+def test_a_server_that_cannot_bind_fails_and_says_so_in_its_ready_file(tmp_path):
+    holder = socket.create_server(("127.0.0.1", 0))
+    port = holder.getsockname()[1]
+    try:
+        thread, outcome, _module = start_server(tmp_path, port, save_argv())
+        thread.join(timeout=30)
+    finally:
+        holder.close()
+    assert "cannot listen on 127.0.0.1" in outcome["error"] and "image_stream_port" in outcome["error"]
+    ready = json.loads((tmp_path / "ready.json").read_text())
+    assert ready["listening"] is False and "cannot listen" in ready["error"]
+
+
+def test_connections_beyond_the_cap_are_closed(tmp_path, monkeypatch):
+    from ansible_collections.lanekit.serving.plugins.modules import image_serve
+    monkeypatch.setattr(image_serve, "AUTH_TIMEOUT", 1.0)
+    port = free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(), max_connections=1, idle_timeout=1)
+    first = socket.create_connection(("127.0.0.1", port))
+    time.sleep(0.3)
+    second = socket.create_connection(("127.0.0.1", port))
+    second.settimeout(5)
+    assert second.recv(10) == b""  # closed at once
+    first.close()
+    second.close()
+    thread.join(timeout=30)
+    assert outcome["refused"] >= 2  # the one beyond the cap and the silent one
+
+
+def test_a_spool_left_by_a_killed_server_is_removed(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.modules.image_serve import stale_spools
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    for name in ("stream-aaaaaaaaaaaa-4000000.tar", f"stream-aaaaaaaaaaaa-{os.getpid()}.tar", "other.tar"):
+        (spool / name).write_bytes(b"x")
+    assert stale_spools(str(spool), alive=lambda pid: False) == [str(spool / "stream-aaaaaaaaaaaa-4000000.tar")]
+    port = free_port()
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(), clients=1, idle_timeout=1)
+    thread.join(timeout=30)
+    assert os.listdir(spool) == ["other.tar"]  # the dead server's spool went, a file it did not name stayed
 
 
 @pytest.mark.parametrize("owner", ["self", "other"])
@@ -265,13 +462,7 @@ def test_a_spool_dir_another_user_can_change_is_refused_before_serving(tmp_path,
         os.chown(spool, 4242, 4242)
     else:
         os.chmod(spool, 0o777)
-    ref = "lanekit/thin:aaaaaaaaaaaa"
-    engine = FakeEngine()
-    engine.add(ref, labels={"io.lanekit.content-hash": HASH})
-    module = FakeModule(dict(ref=ref, content_hash=HASH, rootfs=None, bind="127.0.0.1", port=free_port(), token="t",
-                             clients=1, idle_timeout=2, max_seconds=5, spool_dir=str(spool), docker_cli=None),
-                        responder=engine)
-    server = ImageServer(module, StreamDocker(module, lambda args: [sys.executable, "-c", "print('x')"]))
-    with pytest.raises(LanekitError, match=f"spool directory \\(spool_dir\\) {spool} belongs to uid"):
-        server.run()
+    thread, outcome, _module = start_server(tmp_path, free_port(), save_argv())
+    thread.join(timeout=30)
+    assert f"spool directory (spool_dir) {spool} belongs to uid" in outcome["error"] or "writable" in outcome["error"]
     assert os.listdir(spool) == []

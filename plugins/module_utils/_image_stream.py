@@ -1,0 +1,481 @@
+# Copyright: lanekit developers
+# Apache-2.0
+# Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The node-to-node image stream protocol: mutual proof of the run's secret, typed frames under a
+keyed digest of the whole stream, and the tar gate that keeps a ``docker save`` archive's tags
+away from ``docker load`` until the stream and the image it names are proven.
+
+Pure (sockets are any object with ``sendall``/``recv``): ``image_serve`` (source) and
+``image_distribute`` (target) share it, and a node that forwards what it receives can run both
+ends with the same secret (every hop authenticates and checks its own digest).
+
+One TCP connection, frames of ``type (1 byte) + length (8 bytes, big endian) + payload``:
+
+- ``A`` (auth, JSON) target -> source ``{"magic", "client", "nonce"}``; source -> target
+  ``{"magic", "nonce", "proof"}`` with ``proof = HMAC(secret, "server" | nonces)``. The target
+  checks it before it says anything else, so a process that took the port without the secret is
+  refused and never learns a proof. Target -> source ``{"request": {...}, "proof"}`` with
+  ``proof = HMAC(secret, "client" | nonces | request)``; the source refuses a wrong one.
+- From then on every frame from the source (``K`` keep-alive, ``H`` header JSON, ``D`` data) goes
+  into ``HMAC(session key, ...)``, the session key being ``HMAC(secret, "session" | nonces)``. The
+  ``E`` frame carries the byte count and that digest; the target compares before it releases the
+  archive's tag-bearing members to ``docker load``. ``X`` (JSON ``{"error"}``) ends a failed stream.
+- The target ends with an ``A`` frame ``{"loaded", "error", "retry", "mac"}``.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import posixpath
+import secrets
+
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+MAGIC = "lanekit-image-stream/2"
+NONCE_BYTES = 32
+FRAME_HEAD = 9
+MAX_CONTROL = 16 * 1024 * 1024  # an auth/header frame; a request lists the target's chain IDs
+MAX_DATA = 64 * 1024 * 1024
+
+AUTH, HEADER, DATA, KEEPALIVE, END, ERROR = b"A", b"H", b"D", b"K", b"E", b"X"
+_TYPES = {AUTH, HEADER, DATA, KEEPALIVE, END, ERROR}
+
+
+class StreamError(LanekitError):
+    """The image stream between two nodes failed (the message says how)."""
+
+
+class StreamRefused(StreamError):
+    """The other end did not prove the run's secret, or the stream is not the pinned image."""
+
+
+# --- framing ----------------------------------------------------------------------------------
+def frame(kind: bytes, payload: bytes = b"") -> bytes:
+    return kind + len(payload).to_bytes(8, "big") + payload
+
+
+def frame_head(kind: bytes, length: int) -> bytes:
+    return kind + int(length).to_bytes(8, "big")
+
+
+def json_frame(kind: bytes, payload: dict) -> bytes:
+    return frame(kind, json.dumps(payload, sort_keys=True).encode("utf-8"))
+
+
+def recv_exact(sock, count: int) -> bytes:
+    data = bytearray()
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise StreamError(f"the peer closed the connection {count - len(data)} bytes early")
+        data += chunk
+    return bytes(data)
+
+
+def read_head(sock) -> tuple[bytes, int]:
+    head = recv_exact(sock, FRAME_HEAD)
+    kind, length = head[:1], int.from_bytes(head[1:], "big")
+    if kind not in _TYPES:
+        raise StreamRefused("the peer does not speak the lanekit image stream protocol (version 2)")
+    limit = MAX_DATA if kind == DATA else MAX_CONTROL
+    if length > limit:
+        raise StreamRefused(f"the peer sent an over-long frame ({length} bytes)")
+    return kind, length
+
+
+def read_json(sock, expect: bytes = AUTH) -> dict:
+    kind, length = read_head(sock)
+    payload = recv_exact(sock, length)
+    if kind == ERROR:
+        raise StreamRefused(_json(payload).get("error") or "the peer refused without a reason")
+    if kind != expect:
+        raise StreamRefused(f"the peer sent a {kind.decode('ascii', 'replace')} frame where {expect.decode()} was due")
+    return _json(payload)
+
+
+def _json(payload: bytes) -> dict:
+    try:
+        value = json.loads(payload.decode("utf-8"))
+    except ValueError:
+        raise StreamRefused("the peer sent something that is not a lanekit stream message") from None
+    if not isinstance(value, dict):
+        raise StreamRefused("the peer sent something that is not a lanekit stream message")
+    return value
+
+
+# --- authentication ---------------------------------------------------------------------------
+def new_nonce() -> str:
+    return secrets.token_hex(NONCE_BYTES)
+
+
+def _key(secret: str) -> bytes:
+    if not secret:
+        raise StreamError("the stream secret is empty")
+    return secret.encode("utf-8")
+
+
+def proof(secret: str, role: str, client_nonce: str, server_nonce: str, request: dict | None = None) -> str:
+    """HMAC-SHA256 of the role, both nonces and (for the client) its request, as hex."""
+    body = "\0".join([MAGIC, role, client_nonce, server_nonce, json.dumps(request or {}, sort_keys=True)])
+    return hmac.new(_key(secret), body.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def session_key(secret: str, client_nonce: str, server_nonce: str) -> bytes:
+    body = "\0".join([MAGIC, "session", client_nonce, server_nonce])
+    return hmac.new(_key(secret), body.encode("utf-8"), hashlib.sha256).digest()
+
+
+def check_proof(given, expected: str) -> bool:
+    return isinstance(given, str) and hmac.compare_digest(given.encode("ascii", "replace"), expected.encode("ascii"))
+
+
+def _valid_nonce(value) -> bool:
+    return isinstance(value, str) and len(value) == 2 * NONCE_BYTES and all(c in "0123456789abcdef" for c in value)
+
+
+def client_handshake(sock, secret: str, client: str, request: dict) -> bytes:
+    """The target's side: send a nonce, require the source's proof, then prove itself.
+    Returns the session key. Raises StreamRefused when the source does not hold the secret."""
+    cnonce = new_nonce()
+    sock.sendall(json_frame(AUTH, {"magic": MAGIC, "client": client, "nonce": cnonce}))
+    hello = read_json(sock)
+    snonce = hello.get("nonce")
+    if hello.get("magic") != MAGIC or not _valid_nonce(snonce) or snonce == cnonce:
+        raise StreamRefused("the source does not speak the lanekit image stream protocol (version 2)")
+    if not check_proof(hello.get("proof"), proof(secret, "server", cnonce, snonce)):
+        raise StreamRefused("the source could not prove it holds this run's secret (another process may hold the port)")
+    sock.sendall(json_frame(AUTH, {"request": request, "proof": proof(secret, "client", cnonce, snonce, request)}))
+    return session_key(secret, cnonce, snonce)
+
+
+def server_handshake(sock, secret: str) -> tuple[dict, str, bytes]:
+    """The source's side: answer the target's nonce with a proof, then require the target's.
+    Returns (request, client name, session key); raises StreamRefused for a wrong proof."""
+    hello = read_json(sock)
+    cnonce = hello.get("nonce")
+    client = str(hello.get("client", ""))[:200]
+    if hello.get("magic") != MAGIC or not _valid_nonce(cnonce):
+        raise StreamRefused("the client does not speak the lanekit image stream protocol (version 2)")
+    snonce = new_nonce()
+    sock.sendall(json_frame(AUTH, {"magic": MAGIC, "nonce": snonce, "proof": proof(secret, "server", cnonce, snonce)}))
+    answer = read_json(sock)
+    request = answer.get("request")
+    if not isinstance(request, dict) or not check_proof(answer.get("proof"), proof(secret, "client", cnonce, snonce, request)):
+        raise StreamRefused(f"the client {client or '(unnamed)'} could not prove it holds this run's secret")
+    return request, client, session_key(secret, cnonce, snonce)
+
+
+def ack_mac(key: bytes, ack: dict) -> str:
+    body = json.dumps({k: v for k, v in ack.items() if k != "mac"}, sort_keys=True)
+    return hmac.new(key, b"ack\0" + body.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+class StreamMac:
+    """The keyed digest of every frame the source sends after the handshake."""
+
+    def __init__(self, key: bytes) -> None:
+        self._mac = hmac.new(key, b"stream\0", hashlib.sha256)
+        self.data_bytes = 0
+
+    def head(self, kind: bytes, length: int) -> bytes:
+        head = frame_head(kind, length)
+        self._mac.update(head)
+        if kind == DATA:
+            self.data_bytes += length
+        return head
+
+    def update(self, payload) -> None:
+        self._mac.update(payload)
+
+    def frame(self, kind: bytes, payload: bytes = b"") -> bytes:
+        head = self.head(kind, len(payload))
+        self._mac.update(payload)
+        return head + payload
+
+    def end_frame(self) -> bytes:
+        return json_frame(END, {"bytes": self.data_bytes, "mac": self._mac.hexdigest()})
+
+    def check_end(self, end: dict) -> None:
+        if end.get("bytes") != self.data_bytes:
+            raise StreamRefused(f"the stream carried {self.data_bytes} bytes but the source announced {end.get('bytes')}")
+        if not check_proof(end.get("mac"), self._mac.hexdigest()):
+            raise StreamRefused("the digest of the stream does not match the source's (the data was altered on the way)")
+
+
+# --- the pin of an image's configuration --------------------------------------------------------
+# The fields of the image configuration that decide what a container runs; the digest over them is
+# the same whether it is read from ``docker image inspect`` or from the config blob in a save, and
+# whatever the image store.
+CONFIG_KEYS = ("Cmd", "Entrypoint", "Env", "ExposedPorts", "Healthcheck", "Labels", "OnBuild", "Shell",
+               "StopSignal", "User", "Volumes", "WorkingDir")
+_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64/v8": "arm64"}
+
+
+def config_digest(arch: str, os_name: str, config: dict | None, layers: list | None) -> str:
+    """sha256 over the run-relevant configuration, the platform and the layer list; '' without layers."""
+    if not layers:
+        return ""
+    config = config or {}
+    kept = {key: config[key] for key in CONFIG_KEYS if config.get(key) not in (None, "", [], {})}
+    text = (arch or "").strip().lower()
+    doc = {"arch": _ARCH.get(text, text), "os": (os_name or "linux").lower(), "config": kept, "layers": list(layers)}
+    return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def config_digest_of_inspect(inspect: dict | None) -> str:
+    inspect = inspect or {}
+    return config_digest(inspect.get("Architecture", ""), inspect.get("Os", ""), inspect.get("Config"),
+                         (inspect.get("RootFS") or {}).get("Layers"))
+
+
+def config_digest_of_blob(blob: dict) -> str:
+    return config_digest(blob.get("architecture", ""), blob.get("os", ""), blob.get("config"),
+                         (blob.get("rootfs") or {}).get("diff_ids"))
+
+
+def rootfs_of_layers(layers: list) -> str:
+    return "sha256:" + hashlib.sha256("\n".join(layers).encode("ascii")).hexdigest() if layers else ""
+
+
+# --- the tar gate ---------------------------------------------------------------------------------
+# ``docker load`` applies the tags an archive names in manifest.json, index.json and repositories.
+# The gate passes every other member through as it arrives and holds those three back; only after
+# the stream's digest matched and they name exactly the pinned tag and image does the receiver let
+# them (and the end-of-archive marker) through. Both loaders read the whole archive before they tag,
+# so the members' order does not matter to them; without them nothing is tagged.
+HELD = frozenset({"manifest.json", "index.json", "repositories"})
+_CAPTURE_LIMIT = 4 * 1024 * 1024
+_CAPTURE_TOTAL = 64 * 1024 * 1024
+BLOCK = 512
+
+
+def _octal(field: bytes) -> int:
+    if field[:1] and field[0] & 0x80:  # GNU base-256
+        value = field[0] & 0x7F
+        for byte in field[1:]:
+            value = (value << 8) | byte
+        return value
+    text = field.split(b"\0", 1)[0].strip() or b"0"
+    try:
+        return int(text, 8)
+    except ValueError:
+        raise StreamRefused("the stream is not a tar archive (bad size field)") from None
+
+
+def _cstr(field: bytes) -> str:
+    return field.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _pax_path(data: bytes) -> str:
+    rest = data
+    while rest:
+        size_text, _sp, _tail = rest.partition(b" ")
+        try:
+            size = int(size_text)
+        except ValueError:
+            return ""
+        record, rest = rest[:size], rest[size:]
+        key, _eq, value = record.partition(b" ")[2].partition(b"=")
+        if key == b"path":
+            return value.rstrip(b"\n").decode("utf-8", "replace")
+        if size <= 0:
+            return ""
+    return ""
+
+
+def normalize_ref(ref: str) -> str:
+    """``docker.io/library/x:t`` -> ``x:t``; ``docker.io/a/b:t`` -> ``a/b:t``."""
+    for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "index.docker.io/"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    return ref.removeprefix("library/")
+
+
+class TarGate:
+    """Follow a tar stream, pass its members on, hold the tag-bearing ones until :meth:`finish`."""
+
+    def __init__(self, ref: str, content_hash: str, rootfs: str = "", config: str = "") -> None:
+        self.ref = normalize_ref(ref)
+        self.content_hash = content_hash
+        self.rootfs = rootfs or ""
+        self.config = config or ""
+        self.buffer = bytearray()
+        self.remaining = 0          # bytes (with padding) left in the current member
+        self.member = None          # (name, size, route) of the current member
+        self.pending = bytearray()  # a PAX / GNU long-name header waiting for the member it names
+        self.pending_name = ""
+        self.meta_start = 0
+        self.held: list[bytes] = []
+        self.captured: dict[str, bytearray] = {}
+        self.captured_total = 0
+        self.ended = False
+
+    def feed(self, data) -> list:
+        """Chunks of ``data`` that may go to ``docker load`` now (views into ``data`` or copies)."""
+        out: list = []
+        view = memoryview(data)
+        while view:
+            if self.ended:
+                return out  # after the end marker nothing else is passed (finish writes a new one)
+            if self.remaining:
+                take = min(self.remaining, len(view))
+                self._body(view[:take], out)
+                view = view[take:]
+                self.remaining -= take
+                if not self.remaining:
+                    self._member_done()
+                continue
+            need = BLOCK - len(self.buffer)
+            self.buffer += view[:need]
+            view = view[need:]
+            if len(self.buffer) == BLOCK:
+                block = bytes(self.buffer)
+                self.buffer.clear()
+                self._header(block, out)
+        return out
+
+    def _header(self, block: bytes, out: list) -> None:
+        if block == bytes(BLOCK):
+            self.ended = True
+            return
+        name = _cstr(block[0:100])
+        if block[257:262] == b"ustar":
+            prefix = _cstr(block[345:500])
+            if prefix:
+                name = f"{prefix}/{name}"
+        size = _octal(block[124:136])
+        kind = block[156:157]
+        padded = (size + BLOCK - 1) // BLOCK * BLOCK
+        if kind in (b"x", b"L"):
+            self.meta_start = len(self.pending) + BLOCK
+            self.pending += block
+            self.member = ("", size, "meta-" + kind.decode())
+        elif kind == b"g":
+            out.append(block)
+            self.member = ("", size, "pass")
+        else:
+            name = self.pending_name or name
+            clean = posixpath.normpath(name.lstrip("/")).removeprefix("./")
+            held = clean in HELD
+            capture = (not held and kind in (b"0", b"\0") and size <= _CAPTURE_LIMIT
+                       and self.captured_total + size <= _CAPTURE_TOTAL
+                       and (clean.endswith(".json") or clean.startswith("blobs/")))
+            chunk = bytes(self.pending) + block
+            self.pending.clear()
+            self.pending_name = ""
+            if held:
+                self.held.append(chunk)
+                if size > _CAPTURE_LIMIT:
+                    raise StreamRefused(f"the archive's {clean} is {size} bytes, far more than a manifest")
+                self.captured[clean] = bytearray()
+            else:
+                out.append(chunk)
+                if capture:
+                    self.captured[clean] = bytearray()
+                    self.captured_total += size
+            self.member = (clean, size, "held" if held else ("capture" if capture else "pass"))
+        self.remaining = padded
+        if not padded:
+            self._member_done()
+
+    def _body(self, chunk, out: list) -> None:
+        name, size, route = self.member
+        if route.startswith("meta"):
+            self.pending += chunk
+            return
+        if route == "held":
+            self.held[-1] += bytes(chunk)
+        else:
+            out.append(chunk)
+        if route in ("held", "capture"):
+            want = size - len(self.captured[name])
+            if want > 0:
+                self.captured[name] += chunk[:want]
+
+    def _member_done(self) -> None:
+        name, size, route = self.member
+        if route.startswith("meta"):
+            data = bytes(self.pending[self.meta_start:self.meta_start + size])
+            named = _pax_path(data) if route == "meta-x" else data.split(b"\0", 1)[0].decode("utf-8", "replace")
+            self.pending_name = named or self.pending_name
+        self.member = None
+
+    def _blob(self, path: str) -> bytes:
+        clean = posixpath.normpath(str(path or "")).removeprefix("./")
+        data = self.captured.get(clean)
+        if data is None:
+            raise StreamRefused(f"the archive does not carry the image configuration {path!r} its manifest names")
+        base = posixpath.basename(clean).removesuffix(".json")
+        if len(base) == 64 and hashlib.sha256(data).hexdigest() != base:
+            raise StreamRefused(f"the archive's {clean} does not match its own digest")
+        return bytes(data)
+
+    def verify(self) -> None:
+        """Refuse an archive that names anything but the pinned tag and image."""
+        if not self.ended:
+            raise StreamRefused("the archive ended without its end marker")
+        manifest = self._parsed("manifest.json", required=True)
+        if not isinstance(manifest, list) or len(manifest) != 1 or not isinstance(manifest[0], dict):
+            raise StreamRefused("the archive's manifest.json must describe exactly one image")
+        tags = [normalize_ref(str(tag)) for tag in manifest[0].get("RepoTags") or []]
+        if tags != [self.ref]:
+            raise StreamRefused(f"the archive names the tags {tags}, not only the pinned {self.ref}")
+        repositories = self._parsed("repositories")
+        if repositories is not None:
+            repo, _colon, tag = self.ref.rpartition(":")
+            names = sorted(f"{normalize_ref(r)}:{t}" for r, tags_ in (repositories or {}).items()
+                           for t in (tags_ or {}) if isinstance(tags_, dict))
+            if names != [f"{repo}:{tag}"]:
+                raise StreamRefused(f"the archive's repositories name {names}, not only the pinned {self.ref}")
+        index = self._parsed("index.json")
+        if index is not None:
+            entries = (index or {}).get("manifests") if isinstance(index, dict) else None
+            if not isinstance(entries, list) or len(entries) != 1:
+                raise StreamRefused("the archive's index.json must describe exactly one image")
+            notes = (entries[0] or {}).get("annotations") or {}
+            named = notes.get("io.containerd.image.name")
+            short = notes.get("org.opencontainers.image.ref.name")
+            if named and normalize_ref(named) != self.ref:
+                raise StreamRefused(f"the archive's index.json names {named}, not the pinned {self.ref}")
+            if short and short not in (self.ref.rpartition(":")[2], self.ref) and normalize_ref(short) != self.ref:
+                raise StreamRefused(f"the archive's index.json names {short}, not the pinned {self.ref}")
+        try:
+            blob = json.loads(self._blob(manifest[0].get("Config")).decode("utf-8"))
+        except ValueError:
+            raise StreamRefused("the archive's image configuration is not JSON") from None
+        labels = ((blob.get("config") or {}).get("Labels") or {}) if isinstance(blob, dict) else {}
+        if labels.get("io.lanekit.content-hash") != self.content_hash:
+            raise StreamRefused(f"the archive's image carries content hash {str(labels.get('io.lanekit.content-hash'))[:12]}, "
+                                f"not the pinned {self.content_hash[:12]}")
+        diff_ids = (blob.get("rootfs") or {}).get("diff_ids") or []
+        if len(diff_ids) != len(manifest[0].get("Layers") or []):
+            raise StreamRefused("the archive's manifest and image configuration disagree on the layers")
+        if self.rootfs and rootfs_of_layers(diff_ids) != self.rootfs:
+            raise StreamRefused("the archive's image has other layers than the pinned rootfs")
+        if self.config and config_digest_of_blob(blob) != self.config:
+            raise StreamRefused("the archive's image configuration (entrypoint, env, labels, ...) is not the pinned one")
+
+    def _parsed(self, name: str, required: bool = False):
+        data = self.captured.get(name)
+        if data is None:
+            if required:
+                raise StreamRefused(f"the archive has no {name}")
+            return None
+        try:
+            return json.loads(bytes(data).decode("utf-8"))
+        except ValueError:
+            raise StreamRefused(f"the archive's {name} is not JSON") from None
+
+    def finish(self) -> bytes:
+        """After :meth:`verify`: the held members and a new end-of-archive marker."""
+        return b"".join(self.held) + bytes(2 * BLOCK)
+
+
+def write_all(fd: int, chunks) -> None:
+    for chunk in chunks:
+        view = memoryview(chunk)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
