@@ -317,6 +317,9 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         },
         "boot": lane["boot"],
         "cache": lane.get("cache", {}),
+        # The lane's bench settings (roles/bench merges them over its defaults); only when it has
+        # some, so plans of lanes without a bench: section do not change.
+        **({"bench": dict(lane["bench"])} if lane.get("bench") else {}),
         # Published so that no later phase derives them again (docs/contracts.md).
         "rendezvous_port": lane["serve"]["rendezvous_port"] if nnodes > 1 else None,
         "barrier_timeout_s": timeout_value(lane, "barrier"),
