@@ -92,10 +92,6 @@ class ActionModule(ActionBase):
         problem = api.venv_problem(args["venv"])
         if problem:
             raise LanekitError(problem)
-        if not os.path.isfile(args["tokenizer"]):
-            raise LanekitError(f"No tokenizer at {args['tokenizer']}: the staged model directory of lane {lane} has no "
-                               "tokenizer.json; set bench_settings.tokenizer (or the lane's bench.tokenizer) to a "
-                               "tokenizer.json on the controller.")
         model = (plan.get("api") or {}).get("served_model_name", "")
         base_url = api.api_url(plan, args.get("api_address"))
         before = gate.rank_snapshot(plan, mark_unreachable(args["containers"], args["unreachable"], plan))
@@ -103,6 +99,10 @@ class ActionModule(ActionBase):
         problems = gate.check_before(lane, plan.get("plan_hash", ""), before, api_before)
         if problems:
             raise LanekitError(f"Lane {lane} cannot be benchmarked now: " + " ".join(problems))
+        if not os.path.isfile(args["tokenizer"]):
+            raise LanekitError(f"No tokenizer at {args['tokenizer']}: the staged model directory of lane {lane} has no "
+                               "tokenizer.json; set bench_settings.tokenizer (or the lane's bench.tokenizer) to a "
+                               "tokenizer.json on the controller.")
         if self._play_context.check_mode:
             result.update(skipped=True, msg="Check mode: the gate passed; no bench was run.")
             return result

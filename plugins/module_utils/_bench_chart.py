@@ -70,9 +70,9 @@ def main(argv: list[str]) -> int:
     for path in argv[1:]:
         with open(path, encoding="utf-8") as fh:
             reports.append(json.load(fh))
-    print(json.dumps({"png": argv[0], "series": draw(argv[0], reports)}))
+    sys.stdout.write(json.dumps({"png": argv[0], "series": draw(argv[0], reports)}) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:]))
