@@ -136,5 +136,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     for key in ("lane", "engine", "plan_hash", "image", "weights", "engine_version", "collection_version", "tools",
                 "api", "started", "ended", "tokenizer_sha256", "corpus_sha256", "source"):
         if key in prov:
-            lines.append(f"- {key}: {prov[key]}")
+            value = prov[key]
+            if isinstance(value, dict):
+                value = ", ".join(f"{k} {v}" for k, v in value.items() if v not in (None, "", [], {})) or "-"
+            lines.append(f"- {key}: {value}")
     return "\n".join(lines) + "\n"
