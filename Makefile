@@ -54,7 +54,7 @@ sim-down: venv
 demo: sim-up
 	$(BIN)/ansible-playbook playbooks/deploy_lane.yml -i $(INVENTORY) -e lane=$(LANE)
 
-unit: venv
+unit: venv venv-bench
 	$(BIN)/pytest -q tests/unit
 
 syntax: venv
