@@ -182,9 +182,14 @@ class ActionModule(ActionBase):
                     return proc.returncode, (f"tool-eval-bench ran longer than run_timeout_s "
                                              f"({settings['run_timeout_s']} s) and was stopped.")
                 time.sleep(poll_s)
-                progress.feed(paths["events"], paths["progress_path"])
-                line = progress.line()
-                if line != last:
-                    display.display(line)
-                    last = line
+                last = self._show(progress, paths, last)
+        self._show(progress, paths, last)  # where it ended, even when the last step was quicker than a poll
         return proc.returncode, ""
+
+    @staticmethod
+    def _show(progress: api.Progress, paths: dict, last: str) -> str:
+        progress.feed(paths["events"], paths["progress_path"])
+        line = progress.line()
+        if line != last:
+            display.display(line)
+        return line
