@@ -5,13 +5,16 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The bench tools (playbooks/bench-lane.yml) in a virtualenv of their own: llama-benchy pulls in
+# transformers and ~55 packages whose pins must not move the controller's (requirements-bench.txt).
+BENCH_VENV := .venv-bench
 LANE ?= mistral-large4-nvfp4-8x-vllm
 INVENTORY ?= inventories/sim
 COLLECTION_LINK := .collections/ansible_collections/lanekit/serving
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test unit lint syntax plan sim-up sim-down host-deps molecule build changelog clean
+.PHONY: venv venv-bench demo test unit lint syntax plan sim-up sim-down host-deps molecule build changelog clean
 
 $(BIN)/ansible-playbook: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -24,6 +27,14 @@ $(COLLECTION_LINK):
 	ln -sfn ../../.. $(COLLECTION_LINK)
 
 venv: $(BIN)/ansible-playbook $(COLLECTION_LINK)
+
+$(BENCH_VENV)/bin/tool-eval-bench: requirements-bench.txt
+	$(PY) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/pip install -q -r requirements-bench.txt
+	touch $@
+
+venv-bench: $(BENCH_VENV)/bin/tool-eval-bench
 
 # Docker engine, debootstrap and the registry for the simulated cluster (root, Debian).
 host-deps:
@@ -43,7 +54,7 @@ sim-down: venv
 demo: sim-up
 	$(BIN)/ansible-playbook playbooks/deploy_lane.yml -i $(INVENTORY) -e lane=$(LANE)
 
-unit: venv
+unit: venv venv-bench
 	$(BIN)/pytest -q tests/unit
 
 syntax: venv
@@ -64,7 +75,7 @@ sanity: venv
 build: venv
 	bash tests/check-collection.sh
 
-molecule: venv host-deps
+molecule: venv venv-bench host-deps
 	bash tests/molecule-run.sh
 
 test: unit syntax lint sanity build molecule

@@ -21,7 +21,7 @@ import math
 import os
 import re
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _engines
+from ansible_collections.lanekit.serving.plugins.module_utils import _bench_settings, _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import (
@@ -146,6 +146,8 @@ SCHEMA = {
         "bind": _f("str"),
         "key_required": _f("bool"),
     }),
+    # Bench settings of this lane (roles/bench); checked by _bench_settings, where the keys live.
+    "bench": _f("bench"),
 }
 
 _TYPE_WORDS = {
@@ -300,6 +302,9 @@ def _check_value(layers: Layers, path: tuple, field: dict, value):
         return
     elif kind == "args":
         _check_args(layers, path, value)
+        return
+    elif kind == "bench":
+        _bench_settings.check_layer(value, f"{layers.layers[0][0]}: key '{'.'.join(map(str, path))}'")
         return
     elif kind == "env":
         _check_env(layers, path, value)

@@ -328,6 +328,9 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         },
         "boot": lane["boot"],
         "cache": lane.get("cache", {}),
+        # The lane's bench settings (roles/bench merges them over its defaults); only when it has
+        # some, so plans of lanes without a bench: section do not change.
+        **({"bench": dict(lane["bench"])} if lane.get("bench") else {}),
         # Published so that no later phase derives them again (docs/contracts.md).
         # A P/D lane's pools each meet at their own port (pd.<pool>.rendezvous_port).
         "rendezvous_port": lane["serve"]["rendezvous_port"] if nnodes > 1 and layout != "pd" else None,

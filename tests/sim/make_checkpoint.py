@@ -10,6 +10,9 @@ Files:
   consolidated.safetensors.index.json           {"metadata": {"total_size"}, "weight_map"}
   params.json                                   Mistral-native model parameters
   tekken.json                                   a small tekken-format tokenizer file
+  tokenizer.json                                a word-level Hugging Face tokenizer (the bench
+                                                tools read it; one token per word, like the
+                                                stand-ins' usage counts)
   (no config.json, like the NVFP4 repository in the bring-up report)
 
 Deterministic: the same arguments give byte-identical files (content is SHAKE-128 of the seed
@@ -134,6 +137,37 @@ def tekken(vocab: int) -> dict:
             "vocab": vocab_entries, "special_tokens": special, "lanekit": LABEL}
 
 
+# The words of lanekit's bench corpus (plugins/module_utils/_bench_corpus.py WORDS).
+CORPUS_WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at which "
+    "but have an they you were her she there one all we their been has when who will more no if out "
+    "so said what up its about into than them can only other new some could time these two may then "
+    "do first any my now such like our over man me even most made after also did many before must "
+    "through back years where much your way well down should because each just those people how too "
+    "little state good very make world still own see men work long get here between both life being "
+    "under never day same another know while last might us great old year off come since against go "
+    "came right used take three river city mountain garden letter window morning evening winter "
+    "summer road house water light stone field friend story voice door table paper music market"
+).split()
+
+
+def hf_tokenizer() -> dict:
+    """A WordLevel tokenizer.json (whitespace split, lower-cased): what llama-benchy and
+    tool-eval-bench load with `tokenizers` to cut prompts of N tokens. One token per word."""
+    words = ["<unk>", "<s>", "</s>"]
+    for w in CORPUS_WORDS:
+        for form in (w, w.capitalize(), w + "."):
+            if form not in words:
+                words.append(form)
+    words += [".", ",", "Paris"]
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                              "normalized": False, "special": True} for i, t in enumerate(words[:3])],
+            "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
+            "decoder": None,
+            "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(words)}, "unk_token": "<unk>"}}
+
+
 def _same(path: str, chunks) -> bool:
     """True if the file at `path` holds exactly the concatenation of `chunks`."""
     try:
@@ -197,6 +231,7 @@ def build(out: str, size_mib: float = 32, shards: int = 4, seed: int = 0) -> dic
                                                 "weight_map": weight_map},
         "params.json": params,
         "tekken.json": tekken(params["vocab_size"]),
+        "tokenizer.json": hf_tokenizer(),
     }
     for name, doc in docs.items():
         data = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()

@@ -39,7 +39,7 @@ def test_layout_and_headers(tmp_path):
     names = sorted(os.listdir(out))
     assert names == ["consolidated-00001-of-00003.safetensors", "consolidated-00002-of-00003.safetensors",
                      "consolidated-00003-of-00003.safetensors", "consolidated.safetensors.index.json",
-                     "params.json", "tekken.json"]
+                     "params.json", "tekken.json", "tokenizer.json"]
     assert "config.json" not in names and res["changed"] is True
     index = json.loads((out / "consolidated.safetensors.index.json").read_text())
     total = 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import threading
 import time
@@ -38,6 +39,9 @@ class ApiState:
         self.lock = threading.Lock()
         self.counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "errors": 0}
         self.hang_event = threading.Event()
+        # Simulated compute (see bench_delays): seconds per prompt token and per generated token.
+        self.prefill_s_per_token = _env_float("STANDIN_PREFILL_US_PER_TOKEN", 200.0) / 1e6
+        self.decode_s_per_token = _env_float("STANDIN_DECODE_MS_PER_TOKEN", 10.0) / 1e3
 
     @property
     def served(self) -> str:
@@ -73,6 +77,104 @@ def _placeholder(schema: dict, name: str):
     return f"stand-in value for {name}"
 
 
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+# --- bench serving: what tool-eval-bench and llama-benchy need (../shared/reference/bench.md) ----
+
+def schema_value(schema: dict, name: str = "value", depth: int = 0):
+    """A value that satisfies a JSON schema well enough for a client to parse it (objects filled
+    with their required properties, recursively): tool arguments and response_format replies."""
+    schema = schema if isinstance(schema, dict) else {}
+    if depth > 6:
+        return None
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return schema_value(schema[key][0], name, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties") or {}
+        required = schema.get("required") or list(props)
+        return {k: schema_value(props.get(k, {}), k, depth + 1) for k in required}
+    if kind == "array":
+        items = schema.get("items") or {}
+        return [schema_value(items, name, depth + 1)] if schema.get("minItems") else []
+    return _placeholder({**schema, "type": kind}, name)
+
+
+def response_format_schema(body: dict) -> dict | None:
+    """The JSON schema a `response_format` asks for ({} for json_object), None without one."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("json_schema", "json_object"):
+        return None
+    if fmt.get("type") == "json_object":
+        return {}
+    spec = fmt.get("json_schema") or {}
+    return (spec.get("schema") if isinstance(spec, dict) else None) or {}
+
+
+def wants_tool_call(messages: list, tools: list, tool_choice) -> bool:
+    """A tool call unless tools are absent or refused, or the last message is a tool result and
+    the choice is not forced (the model answers in text after reading it)."""
+    if not tools or tool_choice == "none":
+        return False
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    forced = tool_choice == "required" or isinstance(tool_choice, dict)
+    return forced or last.get("role") != "tool"
+
+
+def coherent_prefix(messages: list) -> str:
+    """The one fact the stand-in knows: llama-benchy's coherence check asks for France's capital."""
+    last_user = ""
+    for m in messages:
+        if isinstance(m, dict) and m.get("role") == "user":
+            last_user = _message_text(m.get("content"))
+    return "Paris is the capital of France." if "capital of france" in last_user.lower() else ""
+
+
+def pad_to(text: str, finish: str, body: dict, max_tokens: int | None) -> tuple[str, str]:
+    """Honour `min_tokens` / `ignore_eos` (llama-benchy --exact-tg): pad with filler words."""
+    want = body.get("min_tokens") or 0
+    if body.get("ignore_eos") and isinstance(max_tokens, int):
+        want = max(int(want), max_tokens)
+    words = _words(text)
+    if not isinstance(want, int) or len(words) >= want:
+        return text, finish
+    filler = [f"token{i % 97}" for i in range(want - len(words))]
+    return " ".join(words + filler), "length"
+
+
+def token_ids(words: list[str]) -> list[int]:
+    """Stable fake token ids (one per word: the stand-in's tokenizer is whitespace)."""
+    return [int(hashlib.md5(w.encode()).hexdigest()[:4], 16) % 30000 + 1000 for w in words]
+
+
+def bench_delays(state: ApiState, prompt_tokens: int) -> float:
+    """Simulated prefill time: proportional to the prompt, so pp figures move with depth."""
+    return max(0.0, prompt_tokens * state.prefill_s_per_token)
+
+
+def tool_call_chunks(call: dict, pieces: int = 3) -> list[dict]:
+    """A tool call as vLLM streams it: index, id, type and name first, then argument fragments."""
+    args = call["function"]["arguments"]
+    out = [{"index": 0, "id": call["id"], "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": ""}}]
+    size = max(1, -(-len(args) // pieces))
+    for i in range(0, len(args), size):
+        out.append({"index": 0, "function": {"arguments": args[i:i + size]}})
+    return out
+
+
 def standin_answer(state: ApiState, messages: list, max_tokens: int | None):
     digest = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()[:12]
     last_user = ""
@@ -103,9 +205,7 @@ def _tool_call(tools: list, tool_choice, digest: str):
         chosen = tools[0]
     fn = chosen.get("function") or {}
     params = fn.get("parameters") or {}
-    props = params.get("properties") or {}
-    required = params.get("required") or list(props)
-    args = {k: _placeholder(props.get(k, {}), k) for k in required}
+    args = schema_value({"type": "object", **params}, fn.get("name", "arguments"))
     return {"id": f"chatcmpl-tool-{digest}", "type": "function",
             "function": {"name": fn.get("name", "unknown"), "arguments": json.dumps(args, sort_keys=True)}}
 
@@ -175,6 +275,11 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
         def log_message(self, fmt, *args):  # access log in uvicorn's style
             pass
+
+        def setup(self):
+            super().setup()
+            # Without TCP_NODELAY small SSE writes meet delayed ACKs: ~40 ms stalls per chunk.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def _access(self, code: int):
             if state.access_log:
@@ -304,14 +409,24 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
                 return self._error(400, "`messages` must be a non-empty list", param="messages")
             tools = body.get("tools") or []
             tool_choice = body.get("tool_choice", "auto" if tools else "none")
-            use_tool = bool(tools) and tool_choice != "none"
+            use_tool = wants_tool_call(messages, tools, tool_choice)
             if use_tool and tool_choice == "auto" and state.engine == "vllm" and not (
                     state.auto_tool_choice and state.tool_call_parser):
                 return self._error(400, '"auto" tool choice requires --enable-auto-tool-choice and '
                                         "--tool-call-parser to be set")
+            if body.get("stream") and body.get("return_token_ids") is True and state.engine == "sglang":
+                # SGLang's OpenAI server refuses this vLLM-only field (bench.md pitfalls).
+                return self._error(400, "return_token_ids is not supported for streaming requests",
+                                   param="return_token_ids")
             self._maybe_hang()
             max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
             digest, text, finish, ptoks, reasoning = standin_answer(state, messages, max_tokens)
+            text = " ".join(w for w in (coherent_prefix(messages), text) if w)
+            schema = response_format_schema(body)
+            if schema is not None and not use_tool:
+                text = json.dumps(schema_value(schema))
+                reasoning = None
+            text, finish = pad_to(text, finish, body, max_tokens)
             reasoning_key = "reasoning" if state.engine == "vllm" else "reasoning_content"
             call = _tool_call(tools, tool_choice, digest) if use_tool else None
             if call:
@@ -320,8 +435,10 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
             self._count(ptoks, ctoks)
             cid = f"chatcmpl-{digest}"
             created = int(time.time())
+            time.sleep(bench_delays(state, ptoks))
             if body.get("stream"):
                 return self._stream_chat(cid, created, text, reasoning, reasoning_key, call, finish, ptoks, ctoks, body)
+            time.sleep(ctoks * state.decode_s_per_token)
             message = {"role": "assistant", "content": None if call else text, reasoning_key: reasoning,
                        "tool_calls": [call] if call else []}
             return self._send(200, {
@@ -347,23 +464,32 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
         def _stream_chat(self, cid, created, text, reasoning, reasoning_key, call, finish, ptoks, ctoks, body):
             self._sse_start()
+            with_ids = body.get("return_token_ids") is True
+            step = state.decode_s_per_token
 
-            def chunk(delta, fin=None):
+            def chunk(delta, fin=None, words=None):
+                choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
+                if with_ids and words is not None:
+                    choice["token_ids"] = token_ids(words)
                 return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": state.served,
-                        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}]}
+                        "choices": [choice]}
 
             try:
-                self._sse(chunk({"role": "assistant", "content": ""}))
+                self._sse(chunk({"role": "assistant", "content": ""}, words=[]))
                 if reasoning:
                     for w in _words(reasoning):
-                        self._sse(chunk({reasoning_key: w + " "}))
+                        time.sleep(step)
+                        self._sse(chunk({reasoning_key: w + " "}, words=[w]))
                 if call:
-                    self._sse(chunk({"tool_calls": [{"index": 0, **call}]}))
+                    for piece in tool_call_chunks(call):
+                        time.sleep(step)
+                        self._sse(chunk({"tool_calls": [piece]}, words=[]))
                 else:
                     words = _words(text)
                     for i, w in enumerate(words):
-                        self._sse(chunk({"content": w if i == 0 else " " + w}))
-                self._sse(chunk({}, finish))
+                        time.sleep(step)
+                        self._sse(chunk({"content": w if i == 0 else " " + w}, words=[w]))
+                self._sse(chunk({}, finish, words=[]))
                 if (body.get("stream_options") or {}).get("include_usage"):
                     self._sse({"id": cid, "object": "chat.completion.chunk", "created": created,
                                "model": state.served, "choices": [],

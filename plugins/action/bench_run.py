@@ -1,0 +1,195 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""Run the bench tools against a serving lane, offline, with a live progress line.
+
+One job: the measurement. Checks the gate's "before" half (every rank up on the plan's hash,
+the API answering), writes the prompt corpus into a private HOME where llama-benchy finds it
+cached, runs tool-eval-bench (which drives llama-benchy for the throughput grid) from the bench
+virtualenv with a scrubbed environment, prints "scenario n of N" while it runs, and leaves the
+tools' raw outputs plus ``run.json`` (settings, times, the "before" snapshot, the tool's
+summary) in the run directory. ``bench_report`` closes the gate and writes the report.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _bench_api as api
+from ansible_collections.lanekit.serving.plugins.module_utils import _bench_corpus as corpus
+from ansible_collections.lanekit.serving.plugins.module_utils import _bench_gate as gate
+from ansible_collections.lanekit.serving.plugins.module_utils import _bench_report as report
+from ansible_collections.lanekit.serving.plugins.module_utils import _bench_settings as bset
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
+
+display = Display()
+
+ARGUMENT_SPEC = dict(
+    plan=dict(type="dict", required=True),
+    lane_settings=dict(type="raw"),
+    cli_settings=dict(type="raw"),
+    run_dir=dict(type="path", required=True),
+    venv=dict(type="path", required=True),
+    tokenizer=dict(type="path", required=True),
+    containers=dict(type="list", elements="dict", default=[]),
+    unreachable=dict(type="list", elements="str", default=[]),
+    api_address=dict(type="str"),
+    api_key=dict(type="str", no_log=True),
+    poll_s=dict(type="float", default=2.0),
+)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sha256_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def mark_unreachable(containers: list[dict], unreachable: list[str], plan: dict) -> list[dict]:
+    """rank_status results plus an 'unreachable' entry for each rank on a node that did not answer."""
+    out = list(containers)
+    for spec in plan.get("ranks") or []:
+        if spec.get("host") in unreachable:
+            out.append({"name": spec.get("container_name"), "unreachable": True})
+    return out
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars or {})
+        del tmp
+        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            return self._run(args, result)
+        except LanekitError as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
+
+    def _run(self, args: dict, result: dict) -> dict:
+        plan = args["plan"]
+        lane = plan.get("lane", "?")
+        settings = bset.merge(args.get("lane_settings"), args.get("cli_settings"), lane)
+        problem = api.venv_problem(args["venv"])
+        if problem:
+            raise LanekitError(problem)
+        model = (plan.get("api") or {}).get("served_model_name", "")
+        base_url = api.api_url(plan, args.get("api_address"))
+        before = gate.rank_snapshot(plan, mark_unreachable(args["containers"], args["unreachable"], plan))
+        api_before = api.check_api(base_url, model, args.get("api_key"))
+        problems = gate.check_before(lane, plan.get("plan_hash", ""), before, api_before)
+        if problems:
+            raise LanekitError(f"Lane {lane} cannot be benchmarked now: " + " ".join(problems))
+        if not os.path.isfile(args["tokenizer"]):
+            raise LanekitError(f"No tokenizer at {args['tokenizer']}: the staged model directory of lane {lane} has no "
+                               "tokenizer.json; set bench_settings.tokenizer (or the lane's bench.tokenizer) to a "
+                               "tokenizer.json on the controller.")
+        if self._play_context.check_mode:
+            result.update(skipped=True, msg="Check mode: the gate passed; no bench was run.")
+            return result
+
+        run_dir = args["run_dir"]
+        raw = os.path.join(run_dir, "raw")
+        inputs = os.path.join(run_dir, "inputs")
+        for path in (raw, inputs):
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        text = corpus.corpus_text(corpus.corpus_words_needed(settings["depths"], settings["pp"],
+                                                             settings["concurrency"]), settings["seed"])
+        corpus_path = os.path.join(inputs, corpus.CORPUS_NAME)
+        atomic_write(corpus_path, text)
+        tokenizer_copy = os.path.join(inputs, "tokenizer.json")
+        if os.path.abspath(args["tokenizer"]) != os.path.abspath(tokenizer_copy):
+            shutil.copyfile(args["tokenizer"], tokenizer_copy)
+
+        # A private HOME: llama-benchy's corpus cache, no user .env, no HF cache or token.
+        home = private_dir(tempfile.mkdtemp(prefix="lanekit-bench-"), "bench home")
+        try:
+            url = bset.book_url()
+            cache = os.path.join(home, ".cache", "llama-benchy")
+            os.makedirs(cache, mode=0o700)
+            shutil.copyfile(corpus_path, os.path.join(cache, hashlib.md5(url.encode(), usedforsecurity=False).hexdigest()
+                                                      + ".txt"))
+            work = os.path.join(home, "work")  # the tool's cwd: its ./data sqlite and .env lookup stay here
+            os.makedirs(work, mode=0o700)
+            paths = {"json_file": os.path.join(raw, "tool-eval-bench.json"),
+                     "output_dir": os.path.join(raw, "tool-eval-bench-runs"),
+                     "progress_path": os.path.join(raw, "llama-benchy-progress.jsonl"),
+                     "events": os.path.join(raw, "tool-eval-bench-events.jsonl"),
+                     "log": os.path.join(raw, "tool-eval-bench.log")}
+            argv = bset.tool_argv(settings, base_url=base_url, model=model, engine=plan.get("engine", "vllm"),
+                                  tokenizer=tokenizer_copy, corpus_url=url, progress_path=paths["progress_path"],
+                                  json_file=paths["json_file"], output_dir=paths["output_dir"])
+            host = base_url.split("//", 1)[1].rsplit(":", 1)[0].strip("[]")
+            env = bset.offline_env(f"{args['venv']}/bin:/usr/local/bin:/usr/bin:/bin", home, host, args.get("api_key"))
+            started = utc_now()
+            rc, error = self._execute(argv, env, work, paths, settings, lane, args["poll_s"])
+            ended = utc_now()
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+
+        tool_result = None
+        if os.path.isfile(paths["json_file"]):
+            try:
+                with open(paths["json_file"], encoding="utf-8") as fh:
+                    tool_result = json.load(fh)
+            except (OSError, ValueError):
+                error = error or "tool-eval-bench wrote an unreadable result file (raw/tool-eval-bench.json)."
+        summary = report.tool_summary(tool_result, rc, error)
+        record = {"lane": lane, "settings": settings, "started": started, "ended": ended, "api_url": base_url,
+                  "argv": argv, "before": before, "tool": summary,
+                  "tokenizer_sha256": sha256_file(tokenizer_copy), "corpus_sha256": sha256_file(corpus_path),
+                  "tools": api.tool_versions(args["venv"])}
+        atomic_write(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2, sort_keys=True) + "\n")
+        result.update(changed=True, run_dir=run_dir, tool=summary, started=started, ended=ended,
+                      msg=f"bench {lane}: tools finished ({summary.get('status') or 'no result'}) in {run_dir}")
+        return result
+
+    def _execute(self, argv, env, cwd, paths, settings, lane, poll_s) -> tuple[int | None, str]:
+        """Run the tool, print progress when it changes, stop it after run_timeout_s."""
+        progress = api.Progress(lane, bset.scenario_count(settings) * settings["runs"])
+        deadline = time.monotonic() + settings["run_timeout_s"]
+        last = ""
+        with open(paths["log"], "wb") as log, open(paths["events"], "wb") as events:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=events,  # noqa: S603 - argv list
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=20)
+                    except subprocess.TimeoutExpired:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                        proc.wait()
+                    return proc.returncode, (f"tool-eval-bench ran longer than run_timeout_s "
+                                             f"({settings['run_timeout_s']} s) and was stopped.")
+                time.sleep(poll_s)
+                last = self._show(progress, paths, last)
+        self._show(progress, paths, last)  # where it ended, even when the last step was quicker than a poll
+        return proc.returncode, ""
+
+    @staticmethod
+    def _show(progress: api.Progress, paths: dict, last: str) -> str:
+        progress.feed(paths["events"], paths["progress_path"])
+        line = progress.line()
+        if line != last:
+            display.display(line)
+        return line
