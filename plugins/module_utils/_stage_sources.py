@@ -17,6 +17,7 @@ import os
 import stat as statmod
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import read_bytes
@@ -244,7 +245,7 @@ class HubSource:
                  disable_xet: bool = False, etag_timeout: float | None = None) -> None:
         self.repo_id = repo_id
         self.revision = revision
-        self.endpoint = endpoint or None
+        self.endpoint = check_endpoint(endpoint, bool(token))
         self.token = token or None
         self.allow_patterns = allow_patterns
         self.ignore_patterns = ignore_patterns
@@ -330,6 +331,32 @@ class HubSource:
                 f"The Hub client returned {path} for {spec.path}, which resolves to {real}, outside the scratch "
                 f"directory {scratch}; refusing to move or delete it.")
         return real, True
+
+
+def check_endpoint(endpoint: str | None, has_token: bool) -> str | None:
+    """The Hub endpoint the token may go to: the one the lane names, over https, and no other.
+
+    Without an endpoint the Hub client would follow E(HF_ENDPOINT) of the staging host: with a token
+    that would send it to a host the lane does not name, so that is refused.
+    """
+    endpoint = (endpoint or "").strip().rstrip("/") or None
+    if endpoint is None:
+        env = (os.environ.get("HF_ENDPOINT") or "").strip().rstrip("/")
+        if has_token and env and env != "https://huggingface.co":
+            raise LanekitError(
+                f"HF_ENDPOINT={env} is set on the staging host but the lane names no model.source.endpoint: the Hub "
+                "token would go to that host. Name the endpoint in the lane (model.source.endpoint) or unset "
+                "HF_ENDPOINT.")
+        return None
+    if not endpoint.startswith(("https://", "http://")) or len(endpoint.split("://", 1)[1]) == 0:
+        raise LanekitError(f"model.source.endpoint {endpoint!r} is not an http(s) URL of a Hub-compatible mirror.")
+    host = urlsplit(endpoint).hostname or ""
+    # plain http only to this machine, where the token never crosses a network
+    if has_token and endpoint.startswith("http://") and host not in ("localhost", "127.0.0.1", "::1"):
+        raise LanekitError(
+            f"model.source.endpoint {endpoint} is plain http: the Hub token would cross the network in clear. Use "
+            "https for the mirror, or stage from it without a token.")
+    return endpoint
 
 
 def hub_error_sentence(exc: BaseException, repo_id: str, revision: str, endpoint: str | None,

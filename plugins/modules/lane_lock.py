@@ -71,7 +71,8 @@ attributes:
   idempotent:
     support: full
     details:
-      - Taking a lock this run already holds, or releasing one that is not there, changes nothing.
+      - Taking and releasing the run's own lock report no change (the lock lives only as long as the run), so a
+        re-run of a converged lane reports none; breaking another run's lock is a change.
 notes:
   - The lock file is a local file on the head node; O_EXCL and hard links are atomic there. It protects the
     lane against a second lanekit run, not against someone starting containers by hand.
@@ -161,7 +162,9 @@ def run(p: dict[str, Any], check_mode: bool) -> dict[str, Any]:
     else:
         outcome, found = lanelock.take(path, p["lane"], owner, check_mode=check_mode)
     result["outcome"] = outcome
-    result["changed"] = outcome in ("taken", "released")
+    # The lock is the run's own bookkeeping, taken and released within the run: only breaking
+    # another run's lock changes something, so a converged lane's re-run still reports no change.
+    result["changed"] = "broken" in result
     if found is not None:
         result["holder"] = found
     return result

@@ -27,15 +27,15 @@ def test_module_takes_keeps_and_releases(tmp_path):
     owner = {"user": "u", "controller": "c", "pid": 5, "started": 1, "playbook": "deploy_lane.yml"}
     args = {"lane": LANE, "lock_dir": str(tmp_path), "owner": owner}
     r = run_module("lane_lock", args, check=True, tmp=tmp_path)
-    assert r["changed"] and r["outcome"] == "taken" and not os.path.exists(r["lock_path"])
+    assert not r["changed"] and r["outcome"] == "taken" and not os.path.exists(r["lock_path"])
     r = run_module("lane_lock", args, tmp=tmp_path)
-    assert r["changed"] and r["outcome"] == "taken" and os.path.exists(r["lock_path"])
+    assert not r["changed"] and r["outcome"] == "taken" and os.path.exists(r["lock_path"])
     r = run_module("lane_lock", args, tmp=tmp_path)
     assert not r["changed"] and r["outcome"] == "held"
     r = run_module("lane_lock", dict(args, owner=dict(owner, pid=6)), tmp=tmp_path)
     assert not r.get("failed") and r["outcome"] == "refused" and r["holder"]["owner"]["pid"] == 5
     r = run_module("lane_lock", dict(args, state="absent"), tmp=tmp_path)
-    assert r["changed"] and r["outcome"] == "released" and not os.path.exists(r["lock_path"])
+    assert not r["changed"] and r["outcome"] == "released" and not os.path.exists(r["lock_path"])
     r = run_module("lane_lock", {"lane": LANE, "lock_dir": str(tmp_path), "owner": {}}, tmp=tmp_path)
     assert r["failed"] and "needs an owner" in r["msg"]
 
@@ -79,6 +79,7 @@ def test_a_dead_holder_is_stale_and_broken_only_on_purpose(tmp_path, monkeypatch
     assert ll.read_lock(path)["owner"]["user"] == "alice", "never broken silently"
     r = Runner(tmp_path, monkeypatch, me, break_lock=True).run()
     assert not r.get("failed") and r["outcome"] == "taken" and r["broken"]["owner"]["user"] == "alice"
+    assert r["changed"], "breaking another run's lock is a change"
     assert ll.read_lock(path)["owner"]["user"] == "bob"
 
 
