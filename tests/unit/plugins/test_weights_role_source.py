@@ -17,7 +17,7 @@ def render(source: dict) -> dict:
     variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in defaults.items()}
     variables["lanekit_plan"] = {"weights": {"path": "/mnt/nfs/models/m", "model_id": "org/m", "source": source}}
     templar = Templar(loader=DataLoader(), variables=variables)
-    return {k: templar.template(trust_as_template("{{ %s }}" % k)) for k in
+    return {k: templar.template(trust_as_template("{{ " + k + " }}")) for k in
             ("weights_hf_endpoint", "weights_allow_patterns", "weights_ignore_patterns")}
 
 
