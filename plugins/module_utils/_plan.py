@@ -30,6 +30,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     timeout_value,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import plan_owned_flag
+from ansible_collections.lanekit.serving.plugins.module_utils._stage_revisions import revision_path
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, plain
 
 CONTAINER_PREFIX = "lanekit-"
@@ -225,7 +226,10 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
     nnodes = len(ordered)
     head = ordered[0]
     head_ip = head.get("fabric_ip") or ""
-    model_path = posixpath.join(weights_root, lane["model"]["dir"])
+    model_dir = posixpath.join(weights_root, lane["model"]["dir"])
+    # The engines read the lane's own revision directory (_stage_revisions): staging another
+    # revision of the model never replaces a file under a running lane.
+    model_path = revision_path(model_dir, lane["model"].get("revision"))
     entry = list(lane["serve"].get("entrypoint") or image.get("entrypoint") or [])
     ranks = []
     for rank, host in enumerate(ordered):
@@ -281,6 +285,8 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             f"{LABEL}.spec-hash": spec_hash,
             f"{LABEL}.image": image["ref"],
             f"{LABEL}.content-hash": image["content_hash"],
+            # which revision directory this rank reads: staging removes none that a rank reads
+            f"{LABEL}.weights": model_path,
         }
         ranks.append(spec)
     plan_hash = _hash([r["spec_hash"] for r in ranks])
@@ -303,6 +309,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         "weights": {
             "root": weights_root,
             "path": model_path,
+            "dir": model_dir,
             "model_id": lane["model"]["id"],
             "revision": lane["model"].get("revision"),
             "layout": lane["model"].get("layout"),

@@ -260,6 +260,8 @@ class HubSource:
 
     def _import(self) -> Any:
         if self._hf is None:
+            # before the first request, so a bad revision is still reported first
+            check_endpoint(self.endpoint, bool(self.token), env_too=True)
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
             if self.endpoint:
@@ -333,7 +335,17 @@ class HubSource:
         return real, True
 
 
-def check_endpoint(endpoint: str | None, has_token: bool) -> str | None:
+def check_env_endpoint(has_token: bool) -> None:
+    """Without a named endpoint the Hub client follows E(HF_ENDPOINT): refuse it with a token."""
+    env = (os.environ.get("HF_ENDPOINT") or "").strip().rstrip("/")
+    if has_token and env and env != "https://huggingface.co":
+        raise LanekitError(
+            f"HF_ENDPOINT={env} is set on the staging host but the lane names no model.source.endpoint: the Hub "
+            "token would go to that host. Name the endpoint in the lane (model.source.endpoint) or unset "
+            "HF_ENDPOINT.")
+
+
+def check_endpoint(endpoint: str | None, has_token: bool, env_too: bool = False) -> str | None:
     """The Hub endpoint the token may go to: the one the lane names, over https, and no other.
 
     Without an endpoint the Hub client would follow E(HF_ENDPOINT) of the staging host: with a token
@@ -341,12 +353,8 @@ def check_endpoint(endpoint: str | None, has_token: bool) -> str | None:
     """
     endpoint = (endpoint or "").strip().rstrip("/") or None
     if endpoint is None:
-        env = (os.environ.get("HF_ENDPOINT") or "").strip().rstrip("/")
-        if has_token and env and env != "https://huggingface.co":
-            raise LanekitError(
-                f"HF_ENDPOINT={env} is set on the staging host but the lane names no model.source.endpoint: the Hub "
-                "token would go to that host. Name the endpoint in the lane (model.source.endpoint) or unset "
-                "HF_ENDPOINT.")
+        if env_too:
+            check_env_endpoint(has_token)
         return None
     if not endpoint.startswith(("https://", "http://")) or len(endpoint.split("://", 1)[1]) == 0:
         raise LanekitError(f"model.source.endpoint {endpoint!r} is not an http(s) URL of a Hub-compatible mirror.")

@@ -207,3 +207,38 @@ def test_node_that_cannot_see_a_shard_stops_the_deploy_naming_it(vllm_staged):
     failed_hosts = set(re.findall(r"^fatal: \[([^\]]+)\]", proc.stdout, re.MULTILINE))
     assert failed_hosts == {"spark-04"}, failed_hosts
     assert lane_containers() == before, "the deploy stopped at the weights and must not touch the ranks"
+
+
+def test_restaging_another_revision_while_the_lane_runs_leaves_its_files_alone(vllm_serving):
+    """The running lane reads its own revision directory; staging another revision of the same
+    model writes a new directory and switches `current`, and no file the ranks read changes."""
+    running = plan()["weights"]["path"]
+    assert "/.revisions/" in running
+    model_dir = host_path(plan()["weights"]["dir"])
+    before = {name: (os.stat(os.path.join(host_path(running), name)).st_ino,
+                     os.stat(os.path.join(host_path(running), name)).st_mtime_ns)
+              for name in os.listdir(host_path(running)) if os.path.isfile(os.path.join(host_path(running), name))}
+    ranks = lane_containers()
+    labels = subprocess.run(["docker", "exec", node_of("spark-01"), "docker", "inspect", "--format",
+                             '{{ index .Config.Labels "io.lanekit.weights" }}', list(ranks)[0]],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert labels == running, "the ranks name the revision they read"
+    other = os.path.join(model_dir, ".revisions", "simrev-b")
+    try:
+        # a second revision of the model, staged without writing the lane's plan file
+        staged = run_playbook("stage_weights.yml", overrides={"model": {"revision": "simrev-b"}},
+                              extra=["-e", "plan_file="])
+        assert staged.returncode == 0
+        assert_no_traceback(staged.stdout)
+        assert os.path.isfile(os.path.join(other, "MANIFEST.json"))
+        assert os.readlink(os.path.join(model_dir, "current")) == ".revisions/simrev-b"
+        assert "current -> simrev-b" in flat(staged.stdout)
+        after = {name: (os.stat(os.path.join(host_path(running), name)).st_ino,
+                        os.stat(os.path.join(host_path(running), name)).st_mtime_ns) for name in before}
+        assert after == before, "a file of the running revision was replaced"
+        assert lane_containers() == ranks, "the ranks were touched"
+    finally:
+        back = run_playbook("stage_weights.yml")
+        shutil.rmtree(other, ignore_errors=True)
+    assert back.returncode == 0
+    assert os.readlink(os.path.join(model_dir, "current")) == ".revisions/" + os.path.basename(running)

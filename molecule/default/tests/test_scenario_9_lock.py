@@ -28,7 +28,7 @@ def take_lock(pid: int, user: str = "holder") -> dict:
     proc = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible"), HEAD, "-i",
                            os.path.join(ROOT, "inventories", "sim"), "-m", "lanekit.serving.lane_lock", "-a", args],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0 and '"outcome": "taken"' in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "outcome: taken" in proc.stdout, proc.stdout + proc.stderr
     return lock_record()
 
 

@@ -208,7 +208,7 @@ def test_the_token_goes_only_to_the_endpoint_the_lane_names(monkeypatch):
         HubSource("o/m", "a" * 40, endpoint="mirror.example", token="t")
     monkeypatch.setenv("HF_ENDPOINT", "https://elsewhere.example")
     with pytest.raises(LanekitError, match="HF_ENDPOINT=https://elsewhere.example is set on the staging host"):
-        HubSource("o/m", "a" * 40, token="t")
+        HubSource("o/m", "a" * 40, token="t").list_files()
     assert HubSource("o/m", "a" * 40).endpoint is None, "without a token nothing secret is sent"
 
 
