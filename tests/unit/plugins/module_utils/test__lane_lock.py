@@ -87,7 +87,8 @@ def test_pid_state_sees_a_live_pid_a_dead_pid_and_a_reused_pid():
     me = os.getpid()
     assert ll.pid_state(me, 100.0, lambda pid: 100.4) == "alive"
     assert ll.pid_state(me, 100.0, lambda pid: 5000.0) == "dead", "a live pid with another start time was reused"
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
     assert ll.pid_state(int(done.stdout), None, lambda pid: None) == "dead"
     assert ll.pid_state("x", None, lambda pid: None) == "unknown"
 
