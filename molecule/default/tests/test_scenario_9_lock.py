@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from simlib import LANE, ROOT, assert_no_traceback, failure_text, flat, lane_containers, node_of, run_playbook
+from simlib import LANE, ROOT, assert_no_traceback, flat, lane_containers, node_of, run_playbook
 
 HEAD = "spark-01"
 LOCK = f"/var/lib/lanekit/locks/{LANE}.lock"
@@ -55,7 +55,7 @@ def test_a_second_deploy_is_refused_naming_both_owners(vllm_present, clean_lock)
     proc = run_playbook("deploy_lane.yml", extra=["-e", "lanekit_break_lock=true"])
     assert proc.returncode != 0
     assert_no_traceback(proc.stdout)
-    text = flat(failure_text(proc.stdout))
+    text = flat(proc.stdout)
     host = socket.gethostname()
     assert f"Lane {LANE} is locked by holder@{host} pid {os.getpid()} (holder.yml" in text
     assert f"@{host} pid " in text.split("this run, ", 1)[1] and "(deploy_lane.yml" in text
@@ -70,7 +70,7 @@ def test_a_stale_lock_is_broken_only_on_purpose_and_released_at_the_end(vllm_pre
     holder = take_lock(int(gone.stdout), user="crashed")
     refused = run_playbook("deploy_lane.yml")
     assert refused.returncode != 0
-    text = flat(failure_text(refused.stdout))
+    text = flat(refused.stdout)
     assert "crashed@" in text and "is gone from this controller" in text and "-e lanekit_break_lock=true" in text
     assert lock_record() == holder, "a stale lock is never broken silently"
 
