@@ -32,3 +32,30 @@ def test_without_them_the_public_hub_and_the_engine_files():
     got = render({"kind": "hf"})
     assert got["weights_hf_endpoint"] == ""
     assert "*.safetensors" in got["weights_allow_patterns"] and "original/*" in got["weights_ignore_patterns"]
+
+
+def in_use(workloads: dict) -> object:
+    """weights_in_use_json for the nodes' registered node_workloads results, parsed."""
+    import json
+    defaults = yaml.safe_load(DEFAULTS.read_text())
+    variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in defaults.items()}
+    variables["groups"] = {"lane_nodes": sorted(workloads)}
+    variables["hostvars"] = {h: ({"weights_workloads": w} if w is not None else {}) for h, w in workloads.items()}
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return json.loads(str(templar.template(trust_as_template("{{ weights_in_use_json }}"))).strip())
+
+
+def rank(path: str | None) -> dict:
+    labels = {"io.lanekit.lane": "l"}
+    if path:
+        labels["io.lanekit.weights"] = path
+    return {"Config": {"Labels": labels}}
+
+
+def test_in_use_lists_what_the_ranks_read_or_is_unknown():
+    other = {"Config": {"Labels": {"maintainer": "x"}}}
+    assert in_use({"n1": {"containers": [rank("/w/m/.revisions/a"), other]},
+                   "n2": {"containers": [rank("/w/m/.revisions/a")]}}) == ["/w/m/.revisions/a"]
+    assert in_use({"n1": {"containers": []}}) == []
+    assert in_use({"n1": {"containers": [rank("/w/m/.revisions/a")]}, "n2": None}) is None, "a node not asked"
+    assert in_use({"n1": {"containers": [rank(None)]}}) is None, "a rank deployed before the label"
