@@ -202,6 +202,8 @@ def collect_garbage(model_dir: str, keep: set[str], in_use: list[str] | None,
                 continue
             if os.path.islink(path) or not os.path.isdir(path):
                 continue
+            if os.path.lexists(os.path.join(path, STATE_DIR, "lock")):
+                continue  # being staged right now (another lane of the same model directory)
             if not check_mode:
                 shutil.rmtree(path)
             removed.append(key)

@@ -138,6 +138,12 @@ def test_only_revisions_nothing_reads_are_removed(tmp_path, layout):
     # A is read by a rank: kept; then nothing reads it and it is neither current (C) nor previous (C)
     r = stage(paths[REV_C], tmp_path / "c", REV_C, root, in_use=[paths[REV_A]])
     assert r["revisions"]["removed_revisions"] == [REV_B]
+    # a revision being staged (its staging lock present) is never removed
+    busy = Path(paths[REV_A]) / ".lanekit" / "lock"
+    busy.write_text("{}")
+    r = stage(paths[REV_C], tmp_path / "c", REV_C, root, in_use=[])
+    assert r["revisions"]["removed_revisions"] == [] and os.path.isdir(paths[REV_A])
+    busy.unlink()
     r = stage(paths[REV_C], tmp_path / "c", REV_C, root, in_use=[], check=True)
     assert r["revisions"]["removed_revisions"] == [REV_A] and os.path.isdir(paths[REV_A])
     r = stage(paths[REV_C], tmp_path / "c", REV_C, root, in_use=[])
