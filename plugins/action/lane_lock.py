@@ -93,9 +93,13 @@ class ActionModule(ActionBase):
         if args["break_lock"] and breakable:
             res = self._module(dict(base, break_token=holder["token"]), task_vars)
             if res.get("outcome") in ("taken", "held"):
-                display.warning(f"The lock of lane {args['lane']} held by {lanelock.describe(howner)} ({why}) was "
-                                f"broken on purpose (lanekit_break_lock) by {lanelock.describe(me)}; its record is "
-                                f"kept as {res.get('lock_path')}.broken-{holder['token'][:12]}.")
+                if self._play_context.check_mode:
+                    display.warning(f"Check mode: the lock of lane {args['lane']} held by {lanelock.describe(howner)} "
+                                    f"({why}) would be broken on purpose (lanekit_break_lock); nothing was changed.")
+                else:
+                    display.warning(f"The lock of lane {args['lane']} held by {lanelock.describe(howner)} ({why}) was "
+                                    f"broken on purpose (lanekit_break_lock) by {lanelock.describe(me)}; its record "
+                                    f"is kept as {res.get('lock_path')}.broken-{holder['token'][:12]}.")
                 result.update(res)
                 return result
             holder = res.get("holder") or holder  # someone else got in between: refuse naming them
