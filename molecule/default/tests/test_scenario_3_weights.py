@@ -223,16 +223,17 @@ def test_restaging_another_revision_while_the_lane_runs_leaves_its_files_alone(v
                              '{{ index .Config.Labels "io.lanekit.weights" }}', list(ranks)[0]],
                             capture_output=True, text=True, check=True).stdout.strip()
     assert labels == running, "the ranks name the revision they read"
-    other = os.path.join(model_dir, ".revisions", "simrev-b")
+    revision = "b" * 40  # a lane pins full commits; the local mirror declares none, so any pin stages it
+    other = os.path.join(model_dir, ".revisions", revision)
     try:
         # a second revision of the model, staged without writing the lane's plan file
-        staged = run_playbook("stage_weights.yml", overrides={"model": {"revision": "simrev-b"}},
+        staged = run_playbook("stage_weights.yml", overrides={"model": {"revision": revision}},
                               extra=["-e", "plan_file="])
         assert staged.returncode == 0
         assert_no_traceback(staged.stdout)
         assert os.path.isfile(os.path.join(other, "MANIFEST.json"))
-        assert os.readlink(os.path.join(model_dir, "current")) == ".revisions/simrev-b"
-        assert "current -> simrev-b" in flat(staged.stdout)
+        assert os.readlink(os.path.join(model_dir, "current")) == ".revisions/" + revision
+        assert f"current -> {revision}" in flat(staged.stdout)
         after = {name: (os.stat(os.path.join(host_path(running), name)).st_ino,
                         os.stat(os.path.join(host_path(running), name)).st_mtime_ns) for name in before}
         assert after == before, "a file of the running revision was replaced"
