@@ -351,8 +351,9 @@ def extra_files(dest_dir: str, wanted_paths: Iterable[str]) -> list[str]:
     for root, dirs, files in os.walk(dest_dir):
         rel_root = os.path.relpath(root, dest_dir)
         if rel_root == ".":
-            dirs[:] = [d for d in dirs if d != STATE_DIR]
-            files = [f for f in files if f not in (MANIFEST_NAME, SUMS_NAME)]
+            # the per-revision layout's own names (_stage_revisions) are not files of a checkpoint
+            dirs[:] = [d for d in dirs if d not in (STATE_DIR, ".revisions", "current")]
+            files = [f for f in files if f not in (MANIFEST_NAME, SUMS_NAME, "current")]
         for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
             rel = name if rel_root == "." else f"{rel_root.replace(os.sep, '/')}/{name}"
             if rel not in wanted:

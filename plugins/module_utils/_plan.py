@@ -34,6 +34,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
     plan_secrets,
     secret_spec,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._stage_revisions import revision_path
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, plain
 
 CONTAINER_PREFIX = "lanekit-"
@@ -215,7 +216,10 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
     ordered = order_hosts(hosts, cluster.get("head_host"))
     nnodes = len(ordered)
     layout = _plan_layout.layout_of(lane)
-    model_path = posixpath.join(weights_root, lane["model"]["dir"])
+    model_dir = posixpath.join(weights_root, lane["model"]["dir"])
+    # The engines read the lane's own revision directory (_stage_revisions): staging another
+    # revision of the model never replaces a file under a running lane.
+    model_path = revision_path(model_dir, lane["model"].get("revision"))
     entry = list(lane["serve"].get("entrypoint") or image.get("entrypoint") or [])
     secret_record = plan_secrets(lane, secrets or Secrets())
     records = _plan_layout.processes(lane, ordered, model_path, rank_lanes)
@@ -287,6 +291,8 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             f"{LABEL}.spec-hash": spec_hash,
             f"{LABEL}.image": image["ref"],
             f"{LABEL}.content-hash": image["content_hash"],
+            # which revision directory this rank reads: staging removes none that a rank reads
+            f"{LABEL}.weights": model_path,
         }
         if secret_record:
             # Names only: rank_status and teardown archives redact these variables' values by this label.
@@ -314,6 +320,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
         "weights": {
             "root": weights_root,
             "path": model_path,
+            "dir": model_dir,
             "model_id": lane["model"]["id"],
             "revision": lane["model"].get("revision"),
             "layout": lane["model"].get("layout"),

@@ -17,6 +17,7 @@ import os
 import stat as statmod
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import read_bytes
@@ -244,7 +245,7 @@ class HubSource:
                  disable_xet: bool = False, etag_timeout: float | None = None) -> None:
         self.repo_id = repo_id
         self.revision = revision
-        self.endpoint = endpoint or None
+        self.endpoint = check_endpoint(endpoint, bool(token))
         self.token = token or None
         self.allow_patterns = allow_patterns
         self.ignore_patterns = ignore_patterns
@@ -259,6 +260,8 @@ class HubSource:
 
     def _import(self) -> Any:
         if self._hf is None:
+            # before the first request, so a bad revision is still reported first
+            check_endpoint(self.endpoint, bool(self.token), env_too=True)
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
             if self.endpoint:
@@ -330,6 +333,38 @@ class HubSource:
                 f"The Hub client returned {path} for {spec.path}, which resolves to {real}, outside the scratch "
                 f"directory {scratch}; refusing to move or delete it.")
         return real, True
+
+
+def check_env_endpoint(has_token: bool) -> None:
+    """Without a named endpoint the Hub client follows E(HF_ENDPOINT): refuse it with a token."""
+    env = (os.environ.get("HF_ENDPOINT") or "").strip().rstrip("/")
+    if has_token and env and env != "https://huggingface.co":
+        raise LanekitError(
+            f"HF_ENDPOINT={env} is set on the staging host but the lane names no model.source.endpoint: the Hub "
+            "token would go to that host. Name the endpoint in the lane (model.source.endpoint) or unset "
+            "HF_ENDPOINT.")
+
+
+def check_endpoint(endpoint: str | None, has_token: bool, env_too: bool = False) -> str | None:
+    """The Hub endpoint the token may go to: the one the lane names, over https, and no other.
+
+    Without an endpoint the Hub client would follow E(HF_ENDPOINT) of the staging host: with a token
+    that would send it to a host the lane does not name, so that is refused.
+    """
+    endpoint = (endpoint or "").strip().rstrip("/") or None
+    if endpoint is None:
+        if env_too:
+            check_env_endpoint(has_token)
+        return None
+    if not endpoint.startswith(("https://", "http://")) or len(endpoint.split("://", 1)[1]) == 0:
+        raise LanekitError(f"model.source.endpoint {endpoint!r} is not an http(s) URL of a Hub-compatible mirror.")
+    host = urlsplit(endpoint).hostname or ""
+    # plain http only to this machine, where the token never crosses a network
+    if has_token and endpoint.startswith("http://") and host not in ("localhost", "127.0.0.1", "::1"):
+        raise LanekitError(
+            f"model.source.endpoint {endpoint} is plain http: the Hub token would cross the network in clear. Use "
+            "https for the mirror, or stage from it without a token.")
+    return endpoint
 
 
 def hub_error_sentence(exc: BaseException, repo_id: str, revision: str, endpoint: str | None,

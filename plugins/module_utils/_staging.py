@@ -249,7 +249,8 @@ class Stager:
             return
         for root, dirs, files in os.walk(self.dest):
             if root == self.dest:
-                dirs[:] = [d for d in dirs if d != STATE_DIR]
+                # the revisions of this directory's own per-revision layout are not another model
+                dirs[:] = [d for d in dirs if d not in (STATE_DIR, ".revisions")]
                 continue
             if MANIFEST_NAME in files:
                 raise LanekitError(

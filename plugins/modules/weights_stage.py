@@ -34,6 +34,12 @@ description:
     resumed run refetches only the files that were in flight.
   - A re-run with everything in place only stats the files and reports no change. O(verify=full) re-hashes
     every staged file and refetches only the files whose digest is wrong.
+  - When O(dest) is a revision directory C(<model dir>/.revisions/<revision>) (the path the lane's plan
+    publishes), the revision is staged there as a whole and, once complete, the symlink C(<model dir>/current)
+    is switched to it atomically (a new link renamed over the old one). A running lane reads its own revision
+    directory, so staging another revision never replaces a file under it, and a failed stage leaves
+    C(current) and the previous revision as they were. A model directory staged before this layout (files
+    directly in it) is migrated by hard-linking its files into the revision directory, without copying.
   - Run it once per lane on the staging host (the C(weights_staging) inventory group), never once per rank.
     Long stages should run with C(async).
 author:
@@ -150,6 +156,15 @@ options:
       - Refused when another C(MANIFEST.json) lives in a directory below O(dest) (another model's directory).
     type: bool
     default: false
+  in_use:
+    description:
+      - Every weights path a rank container on the lane's nodes reads (the containers' C(io.lanekit.weights)
+        label), gathered by the weights role. With it, revisions of the model directory that nothing reads and
+        that are neither the new nor the previous C(current) are removed after a successful stage (and the files
+        of a pre-revision flat layout, once nothing reads the model directory itself).
+      - Unset (the default), no revision is removed.
+    type: list
+    elements: str
   release_written_pages:
     description:
       - Release the pages of the files this module writes from the staging host's page cache once they are
@@ -309,6 +324,13 @@ files:
   returned: always
   type: list
   elements: dict
+revisions:
+  description:
+    - For a revision directory O(dest), the layout after the run, C(model_dir), C(current) (the revision
+      C(current) names), C(previous) (the one it named before), C(migrated_files) (hard-linked from a
+      pre-revision layout), C(removed_revisions) and C(removed_legacy_files) (with O(in_use)).
+  returned: when O(dest) is a revision directory
+  type: dict
 huggingface_hub_version:
   description: Version of the Hub client used (O(source=hf)).
   returned: always
@@ -325,6 +347,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
+from ansible_collections.lanekit.serving.plugins.module_utils import _stage_revisions as revs  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import MIB  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import (  # noqa: E402
@@ -365,8 +388,43 @@ def argument_spec() -> dict[str, Any]:
         scratch_dir=dict(type="path"),
         disable_xet=dict(type="bool", default=False),
         prune=dict(type="bool", default=False),
+        in_use=dict(type="list", elements="str"),
         release_written_pages=dict(type="bool", default=True),
     )
+
+
+def stage(p: dict[str, Any], check_mode: bool, warn: Callable[[str], None]) -> dict[str, Any]:
+    """Stage O(dest); for a revision directory also migrate, switch C(current) and remove unread revisions."""
+    dest = p["dest"].rstrip("/") or "/"
+    parts = revs.split_revision_path(dest)
+    if parts is None:
+        return build_stager(p, check_mode, warn).run()
+    model_dir, key = parts
+    if p["revision"] not in (None, "") and revs.revision_key(p["revision"]) != key:
+        raise LanekitError(f"The weights path {dest} names revision {key} but the lane pins {p['revision']}; "
+                           "stage the path the lane's plan publishes.")
+    if p["revision"] in (None, "") and key != revs.UNPINNED:
+        raise LanekitError(f"The weights path {dest} names revision {key} but the lane pins none; stage the path the "
+                           "lane's plan publishes.")
+    revs.check_layout(model_dir, p["root"])  # before the first link or write, not only in the Stager
+    migrated = revs.migrate_legacy(model_dir, key, p["revision"], check_mode) if os.path.isdir(model_dir) else []
+    if check_mode and migrated:
+        # a real run links these files instead of fetching them: plan against where they are now
+        result = build_stager(dict(p, dest=model_dir), check_mode, warn).run()
+        result["path"] = dest
+        result["extra_files"] = [e for e in result["extra_files"] if e not in migrated]
+    else:
+        if not check_mode:
+            os.makedirs(os.path.join(model_dir, revs.REVISIONS_DIR), mode=0o755, exist_ok=True)
+        result = build_stager(p, check_mode, warn).run()
+    previous = revs.switch_current(model_dir, key, check_mode)
+    removed, legacy = [], []
+    if p["in_use"] is not None and os.path.isdir(model_dir):
+        removed, legacy = revs.collect_garbage(model_dir, {key, previous or key}, p["in_use"], check_mode)
+    result["revisions"] = {"model_dir": model_dir, "current": key, "previous": previous,
+                           "migrated_files": migrated, "removed_revisions": removed, "removed_legacy_files": legacy}
+    result["changed"] = bool(result.get("changed") or previous != key or migrated or removed or legacy)
+    return result
 
 
 def build_stager(p: dict[str, Any], check_mode: bool, warn: Callable[[str], None]) -> Stager:
@@ -399,7 +457,7 @@ def main() -> None:
     if p["source"] == "hf" and not HAS_HF:
         module.fail_json(msg=missing_required_lib("huggingface_hub"), exception=HF_IMPORT_ERROR)
     try:
-        result = build_stager(p, module.check_mode, module.warn).run()
+        result = stage(p, module.check_mode, module.warn)
     except LanekitError as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:

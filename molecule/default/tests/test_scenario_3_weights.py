@@ -62,13 +62,52 @@ def stage_args(dest: str, source_in_node: str, *more: str) -> list[str]:
             "-e", "weights_stage_poll_s=1", *more]
 
 
-def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint):
+def marked_processes(mark: str) -> list[int]:
+    """Pids of the live (not zombie) processes whose environment carries ``mark``: a run's every
+    process, also the workers Ansible detaches into their own sessions (os.setsid) and that outlive
+    a killed ansible-playbook, reparented away from it."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                env = fh.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if mark.encode() in env and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def kill_run(run: subprocess.Popen, mark: str) -> None:
+    """Kill a background run and every process it started, wherever they went, and reap it."""
+    for _round in range(5):
+        pids = marked_processes(mark)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+    run.wait(timeout=60)
+    assert marked_processes(mark) == [], "a process of the killed run is still alive"
+
+
+def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint, monkeypatch):
     dest = f"{NFS_NODE}/scenario/resume"
     dest_host = host_path(dest)
     # One worker: the shards go one after the other, so "some done, one half-written" is a state
     # the copy really passes through.
     args = stage_args(dest, "/srv/mirror/scenario/big", "-e", "weights_workers=1")
+    mark = f"LANEKIT_SCENARIO_RUN=killed-{os.getpid()}-{time.time_ns()}"
+    monkeypatch.setenv("LANEKIT_SCENARIO_RUN", mark.split("=", 1)[1])
     run = run_playbook("stage_weights.yml", extra=args, wait=False)
+    monkeypatch.delenv("LANEKIT_SCENARIO_RUN")
     tmp = os.path.join(dest_host, ".lanekit", "tmp")
     done, partial = [], []
     deadline = time.monotonic() + 300
@@ -84,14 +123,17 @@ def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint):
         # The staging host dies mid-copy: its module process is killed, and so is the controller's run.
         subprocess.run(["docker", "exec", STAGING_NODE, "pkill", "-KILL", "-f", "AnsiballZ_weights_stage"], check=False)
     finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-        run.wait(timeout=60)
+        # Always, also when the run has exited: its detached workers may not have.
+        kill_run(run, mark)
     assert not os.path.exists(os.path.join(dest_host, "MANIFEST.json")), "a killed staging must not publish a manifest"
     finished_before = len(shards(dest_host))
     assert 0 < finished_before < 8
 
-    resumed = run_playbook("stage_weights.yml", extra=args)
+    # The killed run left its lane lock: stale (its process is gone), broken only on purpose.
+    refused = run_playbook("stage_weights.yml", extra=args)
+    assert refused.returncode != 0 and "is gone from this controller" in flat(refused.stdout)
+    resumed = run_playbook("stage_weights.yml", extra=args + ["-e", "lanekit_break_lock=true"])
+    assert "broken on purpose" in flat(resumed.stdout + resumed.stderr)  # a warning, on stderr
     assert resumed.returncode == 0
     assert_no_traceback(resumed.stdout)
     fetched = re.search(r"fetched (\d+) files", flat(resumed.stdout))
@@ -165,3 +207,39 @@ def test_node_that_cannot_see_a_shard_stops_the_deploy_naming_it(vllm_staged):
     failed_hosts = set(re.findall(r"^fatal: \[([^\]]+)\]", proc.stdout, re.MULTILINE))
     assert failed_hosts == {"spark-04"}, failed_hosts
     assert lane_containers() == before, "the deploy stopped at the weights and must not touch the ranks"
+
+
+def test_restaging_another_revision_while_the_lane_runs_leaves_its_files_alone(vllm_serving):
+    """The running lane reads its own revision directory; staging another revision of the same
+    model writes a new directory and switches `current`, and no file the ranks read changes."""
+    running = plan()["weights"]["path"]
+    assert "/.revisions/" in running
+    model_dir = host_path(plan()["weights"]["dir"])
+    before = {name: (os.stat(os.path.join(host_path(running), name)).st_ino,
+                     os.stat(os.path.join(host_path(running), name)).st_mtime_ns)
+              for name in os.listdir(host_path(running)) if os.path.isfile(os.path.join(host_path(running), name))}
+    ranks = lane_containers()
+    labels = subprocess.run(["docker", "exec", node_of("spark-01"), "docker", "inspect", "--format",
+                             '{{ index .Config.Labels "io.lanekit.weights" }}', list(ranks)[0]],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert labels == running, "the ranks name the revision they read"
+    revision = "b" * 40  # a lane pins full commits; the local mirror declares none, so any pin stages it
+    other = os.path.join(model_dir, ".revisions", revision)
+    try:
+        # a second revision of the model, staged without writing the lane's plan file
+        staged = run_playbook("stage_weights.yml", overrides={"model": {"revision": revision}},
+                              extra=["-e", "plan_file="])
+        assert staged.returncode == 0
+        assert_no_traceback(staged.stdout)
+        assert os.path.isfile(os.path.join(other, "MANIFEST.json"))
+        assert os.readlink(os.path.join(model_dir, "current")) == ".revisions/" + revision
+        assert f"current -> {revision}" in flat(staged.stdout)
+        after = {name: (os.stat(os.path.join(host_path(running), name)).st_ino,
+                        os.stat(os.path.join(host_path(running), name)).st_mtime_ns) for name in before}
+        assert after == before, "a file of the running revision was replaced"
+        assert lane_containers() == ranks, "the ranks were touched"
+    finally:
+        back = run_playbook("stage_weights.yml")
+        shutil.rmtree(other, ignore_errors=True)
+    assert back.returncode == 0
+    assert os.readlink(os.path.join(model_dir, "current")) == ".revisions/" + os.path.basename(running)

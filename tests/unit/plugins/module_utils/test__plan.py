@@ -38,7 +38,7 @@ def test_vllm_multinode_mechanics():
     result, specs = ranks(VLLM)
     head, worker = specs[0], specs[7]
     assert head["entrypoint"] == ["vllm"] and head["command"][0] == "serve"
-    assert head["command"][1] == "/mnt/nfs/models/mistralai/Mistral-Large-4-1T-A52B-NVFP4"
+    assert head["command"][1] == "/mnt/nfs/models/mistralai/Mistral-Large-4-1T-A52B-NVFP4/.revisions/unpinned"
     for spec in specs:
         cmd = spec["command"]
         assert cmd[cmd.index("--node-rank") + 1] == str(spec["node_rank"])

@@ -196,3 +196,30 @@ def test_a_hub_download_that_resolves_outside_the_scratch_is_not_taken(tmp_path)
     (scratch / "model.json").write_text("{}")
     assert src.open_path(FileSpec("model.json", 2), str(scratch), 0) == (str(scratch / "model.json"), True)
     assert outside.read_text() == "root:x:0:0"
+
+
+def test_the_token_goes_only_to_the_endpoint_the_lane_names(monkeypatch):
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    assert HubSource("o/m", "a" * 40, endpoint="https://mirror.example/", token="t").endpoint == "https://mirror.example"
+    with pytest.raises(LanekitError, match="plain http: the Hub token would cross the network in clear"):
+        HubSource("o/m", "a" * 40, endpoint="http://mirror.example", token="t")
+    assert HubSource("o/m", "a" * 40, endpoint="http://mirror.example").endpoint == "http://mirror.example"
+    with pytest.raises(LanekitError, match="not an http"):
+        HubSource("o/m", "a" * 40, endpoint="mirror.example", token="t")
+    monkeypatch.setenv("HF_ENDPOINT", "https://elsewhere.example")
+    with pytest.raises(LanekitError, match="HF_ENDPOINT=https://elsewhere.example is set on the staging host"):
+        HubSource("o/m", "a" * 40, token="t").list_files()
+    assert HubSource("o/m", "a" * 40).endpoint is None, "without a token nothing secret is sent"
+
+
+def test_the_endpoint_and_patterns_reach_the_hub_client(fake_hub, tmp_path):
+    """The hub look-alike is a mirror at its own endpoint: every request, token included, goes there."""
+    r = hub_stage(fake_hub, str(tmp_path / "m"), token="hf_test_token", allow_patterns=["*.json"],
+                  ignore_patterns=["tokenizer*"])
+    assert r["source"]["endpoint"] == fake_hub.endpoint
+    assert r["files_total"] >= 1 and all(f.endswith(".json") and not f.startswith("tokenizer")
+                                         for f in json_paths(tmp_path / "m"))
+
+
+def json_paths(dest):
+    return [f["path"] for f in json.load(open(os.path.join(dest, "MANIFEST.json")))["files"]]
