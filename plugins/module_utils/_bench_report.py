@@ -5,7 +5,7 @@
 
 Input: tool-eval-bench's result.json (quality, deployability, responsiveness, safety warnings,
 the llama-benchy throughput grid), the gate's verdict and the provenance the playbook gathered.
-The same document shape serves the shipped baselines (benchmarks/baselines/) and the compare.
+The same document shape serves the shipped baselines (roles/bench/files/baselines/) and the compare.
 """
 from __future__ import annotations
 

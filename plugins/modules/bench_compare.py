@@ -55,7 +55,7 @@ EXAMPLES = r"""
   lanekit.serving.bench_compare:
     compare: [mistral-large4-nvfp4-8x-vllm, baseline:mistral-large4-nvfp4-8x-vllm]
     reports_root: reports
-    baselines_dir: benchmarks/baselines
+    baselines_dir: roles/bench/files/baselines
 """
 
 RETURN = r"""

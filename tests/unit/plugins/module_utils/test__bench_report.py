@@ -11,7 +11,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _bench_corp
 from ansible_collections.lanekit.serving.plugins.module_utils import _bench_report as report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-BASELINES = os.path.join(REPO, "benchmarks", "baselines")
+BASELINES = os.path.join(REPO, "roles", "bench", "files", "baselines")
 
 RESULT = {
     "status": "completed", "final_score": 14, "rating": "Poor", "total_scenarios": 43, "deployability": 31,
