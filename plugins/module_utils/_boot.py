@@ -447,6 +447,18 @@ class LaneTracker:
             return silent, why_silent, True
         return behind, why, False
 
+    def _settled_for(self, statuses: Mapping[int, RankStatus]) -> float:
+        """Seconds the lane counts as healthy already when its first healthy poll is this one.
+
+        A lane found serving on the very first look, every rank running for longer than the
+        stability window, was stable before this run: a re-run (a health check) does not wait the
+        window again. Anything less (a later poll, a rank that started recently) waits it in full.
+        """
+        uptimes = [s.uptime_s for s in statuses.values()]
+        if self.polls != 1 or not uptimes or any(u is None or u < self.cfg.stability_s for u in uptimes):
+            return 0.0
+        return min(uptimes)
+
     def update(self, now: float, raw: Mapping[int, RankStatus]) -> Verdict:
         """One poll. ``now`` is the controller's monotonic clock in seconds."""
         self.polls += 1
@@ -470,7 +482,7 @@ class LaneTracker:
             if self.first_ok_poll is None:
                 self.first_ok_poll = self.polls
             if self.stable_since is None:
-                self.stable_since = now
+                self.stable_since = now - self._settled_for(statuses)
             self.was_ready_once = True
             note = f"healthy {fmt_duration(now - self.stable_since)}/{fmt_duration(self.cfg.stability_s)}"
         elif self.stable_since is not None:

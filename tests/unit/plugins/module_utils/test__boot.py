@@ -255,6 +255,11 @@ def test_a_serving_lane_is_not_failed_by_its_age():
     statuses = ready_vllm()
     for status in statuses.values():
         status.started_age_s = 86400.0
+        status.uptime_s = 30.0  # just inside the window's end: ready without waiting again
+    tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=30, stall_s=20), HOSTS)
+    assert tracker.update(0.0, statuses).status == boot.READY
+    # One rank was restarted 10 s ago: the window is waited, and neither clock fails it meanwhile.
+    statuses[5].uptime_s = 10.0
     tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=30, stall_s=20), HOSTS)
     assert tracker.update(0.0, statuses).status == boot.WAITING
     assert tracker.update(25.0, statuses).status == boot.WAITING
@@ -331,3 +336,24 @@ def test_table_tells_whether_a_container_matches_the_plan():
     statuses[1].planned_spec_hash, statuses[1].labels = "bbb", {"io.lanekit.spec-hash": "old"}
     table = report.render_table(statuses, "l")
     assert " current " in table[2] and " differs " in table[3] and " - " in table[4]
+
+
+def test_a_lane_serving_longer_than_the_window_is_ready_on_the_first_look():
+    # A re-run finds the lane serving, every rank up for longer than the stability window: no wait.
+    settled = ready_vllm()
+    for status in settled.values():
+        status.uptime_s = 600.0
+    verdict = boot.LaneTracker("l", "vllm", cfg(stability_s=30), HOSTS).update(0.0, settled)
+    assert verdict.status == boot.READY and verdict.already_serving
+    # One rank restarted a moment ago: the window is waited in full.
+    fresh = ready_vllm()
+    for rank, status in fresh.items():
+        status.uptime_s = 5.0 if rank == 3 else 600.0
+    tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=30), HOSTS)
+    assert tracker.update(0.0, fresh).status == boot.WAITING
+    assert tracker.update(29.0, fresh).status == boot.WAITING
+    assert tracker.update(30.0, fresh).status == boot.READY
+    # Healthy only from the second look on (it was booting): the window counts from then.
+    late = boot.LaneTracker("l", "vllm", cfg(stability_s=30), HOSTS)
+    late.update(0.0, vllm_loading())
+    assert late.update(5.0, settled).status == boot.WAITING
