@@ -81,7 +81,7 @@ def _quiet_deploy(inventory: str, lane: str, check: bool) -> tuple[float, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", maxsplit=1)[0])
     parser.add_argument("-i", "--inventory", default="inventories/sim")
     parser.add_argument("--lane", default="mistral-large4-nvfp4-8x-vllm")
     parser.add_argument("--repeat", type=int, default=3)

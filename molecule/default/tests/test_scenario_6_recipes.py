@@ -131,8 +131,7 @@ def recipe_nodes(tmp_path_factory):
 def test_a_multi_node_dep_lane_deploys_and_answers_on_rank_zero(recipe_nodes):
     inventory = _inventory(recipe_nodes / "dep", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
     proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "strategy": "multi_node_dep",
-                                               "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM,
-                                               **LOCK_FOLLOWS_THE_SIM})
+                                               "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM, **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 multi_node_dep deploy (2 nodes)", proc.seconds)
     assert_no_traceback(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -155,8 +154,7 @@ def test_a_pd_cluster_lane_routes_a_request_through_prefill_and_decode(recipe_no
     inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
     proc = _run("deploy_lane.yml", inventory, {
         "recipe": RECIPE, "strategy": "pd_cluster", "pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
-        "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM,
-                                               **LOCK_FOLLOWS_THE_SIM})
+        "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM, **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 pd_cluster deploy (1+1 nodes + router)", proc.seconds)
     assert_no_traceback(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:]
