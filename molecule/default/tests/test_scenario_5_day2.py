@@ -6,6 +6,7 @@ the tests that break the lane run last, so the lane is deployed at most once.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -90,7 +91,7 @@ def test_logs_of_every_rank_are_merged_in_time_order_and_filtered(lane_serving):
     assert sum(1 for _t, rank, _h, _x in lines if rank == "0") <= 5
 
 
-def test_cluster_status_shows_both_lanes_and_another_gpu_holder_and_a_busy_node_is_refused(lane_serving):
+def test_cluster_status_shows_both_lanes_and_a_busy_node_is_refused_unless_replaced(lane_serving):
     image = rank_of(1)["image"]
     node = "lksim-spark-02"
     docker(node, "rm", "-f", f"{OTHER_LANE}-r0", "gpu-hog", check=False)
@@ -112,6 +113,15 @@ def test_cluster_status_shows_both_lanes_and_another_gpu_holder_and_a_busy_node_
         assert refused.returncode != 0
         assert f"spark-02 already runs lane {OTHER_LANE} (r0 running): one lane per GPU" in flat(refused.stdout)
         assert all(state == "running" for _id, state in lane_containers().values())
+        # Replacing on purpose: the other lane goes (its log archived first), this one stays as it was.
+        replaced = run_playbook("deploy_lane.yml", extra=["-e", "lanekit_replace=true"])
+        assert_no_traceback(replaced.stdout)
+        assert replaced.returncode == 0, replaced.stdout[-3000:]
+        assert docker(node, "ps", "-aq", "--filter", f"label=io.lanekit.lane={OTHER_LANE}").stdout.strip() == ""
+        archives = glob.glob(os.path.join(ROOT, "reports", OTHER_LANE, "*-replaced", "ranks", "r0-spark-02"))
+        assert archives and os.path.isfile(os.path.join(max(archives), "full.log")), "replaced without its log"
+        assert docker(node, "ps", "-q", "--filter", "name=^gpu-hog$").stdout.strip(), "a non-lane container was touched"
+        assert len(lane_containers()) == 8 and all(state == "running" for _id, state in lane_containers().values())
     finally:
         docker(node, "rm", "-f", f"{OTHER_LANE}-r0", "gpu-hog", check=False)
 
