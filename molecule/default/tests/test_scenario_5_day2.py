@@ -122,6 +122,11 @@ def test_cluster_status_shows_both_lanes_and_a_busy_node_is_refused_unless_repla
         assert archives and os.path.isfile(os.path.join(max(archives), "full.log")), "replaced without its log"
         assert docker(node, "ps", "-q", "--filter", "name=^gpu-hog$").stdout.strip(), "a non-lane container was touched"
         assert len(lane_containers()) == 8 and all(state == "running" for _id, state in lane_containers().values())
+        # Without the refusal a second lane would fail on the node itself: the serving rank holds 0.89 of
+        # the simulated device, so another engine there starts with ~1.5 GiB free (as on a GB10).
+        free = docker(node, "run", "--rm", "--network", "host", "--entrypoint", "python3", image, "-c",
+                      "from lanekit_standin.memory import Device; print(Device.from_env().free_gib)")
+        assert float(free.stdout.strip()) < 2.0, free.stdout + free.stderr
     finally:
         docker(node, "rm", "-f", f"{OTHER_LANE}-r0", "gpu-hog", check=False)
 

@@ -7,6 +7,14 @@ environment, with defaults that reproduce the bring-up report on a GB10):
   STANDIN_GRAPH_GIB           CUDA-graph memory, auto sizes     (5.0)
   STANDIN_GRAPH_GIB_PER_SIZE  extra per explicit capture size   (0.124: 29 sizes ~ +3.6 GiB)
   STANDIN_KV_BYTES_PER_TOKEN  KV bytes per token per rank       (51215)
+  STANDIN_DEVICE_CLAIMS       1: engines on one node share its device (the sim's images set it)
+
+With device claims on, an engine that has sized its memory holds a claim for as long as its
+process lives: an abstract unix socket named ``lksim-device-claim:<token>:<GiB>``. Rank containers
+use the node's network namespace (--network host), so every engine on the node sees the others'
+claims in /proc/net/unix and starts with that much less free memory; a second lane on a node then
+fails there as it would on a GB10 ("Free memory on device ... is less than desired GPU memory
+utilization"). The kernel drops a claim when its process exits, however it exits.
 
 With the defaults, --gpu-memory-utilization 0.85 leaves 23.63 GiB of KV cache and
 --max-model-len 524288 is refused with "the estimated maximum model length is 495296";
@@ -14,6 +22,9 @@ With the defaults, --gpu-memory-utilization 0.85 leaves 23.63 GiB of KV cache an
 """
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -33,12 +44,53 @@ class Device:
     def from_env(cls) -> Device:
         return cls(
             total_gib=env_float("STANDIN_DEVICE_MEMORY_GIB", 120.5),
-            free_gib=env_float("STANDIN_DEVICE_FREE_GIB", 108.78),
+            free_gib=max(0.0, env_float("STANDIN_DEVICE_FREE_GIB", 108.78) - claimed_by_others_gib()),
             weights_gib=env_float("STANDIN_WEIGHTS_GIB", 73.8),
             graph_gib=env_float("STANDIN_GRAPH_GIB", 5.0),
             graph_per_size_gib=env_float("STANDIN_GRAPH_GIB_PER_SIZE", 0.124),
             kv_bytes_per_token=max(1, env_int("STANDIN_KV_BYTES_PER_TOKEN", 51215)),
         )
+
+
+CLAIM_TAG = "lksim-device-claim"
+_HELD: list[socket.socket] = []
+
+
+def _claims_on() -> bool:
+    return os.environ.get("STANDIN_DEVICE_CLAIMS") == "1"
+
+
+def claimed_by_others_gib(proc_net_unix: str = "/proc/net/unix") -> float:
+    """GiB of device memory the other engines on this node hold (their live claims)."""
+    if not _claims_on():
+        return 0.0
+    try:
+        with open(proc_net_unix, encoding="utf-8", errors="replace") as fh:
+            rows = fh.read().splitlines()[1:]
+    except OSError:
+        return 0.0
+    held = (sock.getsockname() for sock in _HELD)
+    mine = {name.decode(errors="replace") if isinstance(name, bytes) else name for name in held}
+    total = 0.0
+    for row in rows:
+        fields = row.split()
+        name = fields[-1] if len(fields) >= 8 else ""
+        if not name.startswith(f"@{CLAIM_TAG}:") or "\0" + name[1:] in mine:
+            continue
+        try:
+            total += float(name.rsplit(":", 1)[1])
+        except ValueError:
+            continue
+    return total
+
+
+def claim(gib_held: float) -> None:
+    """Hold ``gib_held`` GiB of the node's device for the life of this process."""
+    if not _claims_on() or gib_held <= 0:
+        return
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(f"\0{CLAIM_TAG}:{uuid.uuid4().hex[:12]}:{gib_held:.3f}")
+    _HELD.append(sock)
 
 
 def gib(x_bytes: float) -> float:

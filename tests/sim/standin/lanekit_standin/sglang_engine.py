@@ -23,7 +23,7 @@ from .common import Fatal, GiB, emit, phase_seconds
 from .engine_base import RankBase, model_dir_problem, served_host
 from .group import BarrierTimeout, GroupAborted, RendezvousTimeout
 from .http_api import ApiState, bind, handler_for, make_server, start
-from .memory import Device
+from .memory import Device, claim
 from .weights import derived_max_len, model_params
 
 LOAD_MODEL_UTILS = "sglang.srt.model_executor.model_runner_components.load_model_utils"
@@ -181,6 +181,7 @@ class SglangRank(RankBase):
         if rest <= 0:
             raise Fatal(self.exc_lines("RuntimeError: Not enough memory. Please try to increase "
                                        "--mem-fraction-static."))
+        claim(dev.total_gib * mfs)
         tokens = int(rest * GiB // dev.kv_bytes_per_token)
         if a.max_total_tokens:
             tokens = min(tokens, a.max_total_tokens)

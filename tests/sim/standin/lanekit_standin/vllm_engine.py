@@ -19,7 +19,7 @@ from .common import Fatal, emit, env_float, fmt_thousands, phase_seconds
 from .engine_base import RankBase, model_dir_problem, served_host
 from .group import BarrierTimeout, GroupAborted, RendezvousTimeout
 from .http_api import ApiState, bind, handler_for, make_server, start
-from .memory import Device, fmt2, vllm_budget
+from .memory import Device, claim, fmt2, vllm_budget
 from .weights import derived_max_len, fs_type, model_params
 
 TOP_USAGE = ("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n")
@@ -234,6 +234,7 @@ class VllmRank(RankBase):
                 f"ValueError: Free memory on device cuda:0 ({dev.free_gib:.2f}/{dev.total_gib:.2f} GiB) on startup "
                 f"is less than desired GPU memory utilization ({gmu}, {gmu * dev.total_gib:.2f} GiB). Decrease GPU "
                 "memory utilization or reduce GPU memory used by other processes."]))
+        claim(gmu * dev.total_gib)
         self.log("gpu_model_runner.py:2875", f"Starting to load model {self.model}...", self.worker_proc)
         self.load_t0 = time.monotonic()
         share_index, share_count = (self.group_rank, self.group_nnodes) if self.mode == "mp" else (0, 1)
