@@ -76,7 +76,8 @@ def test_ready_after_the_stability_window(tmp_path):
     worker = fixture_lines("sglang-worker.log")
     api = {"url": "http://10.10.10.1:30000", "accepts": True, "health_status": 200, "model_listed": True,
            "chat_ok": True, "ttft_s": 0.4}
-    script = [lambda a: {"containers": [container("lk-r0", head), container("lk-r1", worker)], "now": 1793342500.0,
+    # The ranks started half a second ago (a lane up for longer than the window would be ready at once).
+    script = [lambda a: {"containers": [container("lk-r0", head), container("lk-r1", worker)], "now": 1793340000.5,
                          "api": api, "health": {"lk-r1": {"status": 200}}, "meminfo": {}}]
     ctx, action = make_ctx(tmp_path, script, stability_s=1.0)
     ctx.cfg.stability_s = 1.0
