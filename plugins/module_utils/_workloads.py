@@ -138,6 +138,11 @@ def other_lanes(workloads: Sequence[Workload], lane: str) -> list[str]:
     return [f"lane {name} ({', '.join(ranks)} running)" for name, ranks in sorted(found.items())]
 
 
+def other_lane_names(workloads: Sequence[Workload], lane: str) -> list[str]:
+    """The names of the other lanes whose ranks run on this node (what a replacement tears down)."""
+    return sorted({w.lane for w in workloads if w.kind == "rank" and w.lane != lane and w.state == "running"})
+
+
 def overview(found: Mapping[str, Mapping[str, Any] | None]) -> Overview:
     """Every node's result ({host: registered node_workloads result}) as one overview."""
     view = Overview()

@@ -65,6 +65,11 @@ other_lanes:
   returned: always
   type: list
   elements: str
+other_lane_names:
+  description: With O(lane), the names of the lanes in RV(other_lanes) (what C(lanekit_replace) tears down).
+  returned: always
+  type: list
+  elements: str
 gpu_query_error:
   description: Why the GPU's processes could not be listed (no C(nvidia-smi), or it failed); empty when they were.
   returned: always
@@ -75,7 +80,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._workloads import classify, other_lanes
+from ansible_collections.lanekit.serving.plugins.module_utils._workloads import classify, other_lane_names, other_lanes
 
 GPU_QUERY = ["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"]
 
@@ -140,8 +145,11 @@ def main() -> None:
     ids = {str(c.get("Id") or ""): str(c.get("Name") or "").lstrip("/") for c in containers}
     apps, error = gpu_processes(module, ids)
     lane = module.params["lane"]
-    busy = other_lanes(classify("", {"containers": containers}), lane) if lane else []
-    module.exit_json(changed=False, containers=containers, gpu_processes=apps, gpu_query_error=error, other_lanes=busy)
+    found = classify("", {"containers": containers})
+    busy = other_lanes(found, lane) if lane else []
+    names = other_lane_names(found, lane) if lane else []
+    module.exit_json(changed=False, containers=containers, gpu_processes=apps, gpu_query_error=error, other_lanes=busy,
+                     other_lane_names=names)
 
 
 if __name__ == "__main__":

@@ -80,3 +80,6 @@ def test_only_a_running_rank_of_another_lane_is_in_the_way_of_a_lane():
                                                     rank("old", 1, "exited", 0)]})
     assert wl.other_lanes(found, "mine") == ["lane other (r2, r3 running)"]
     assert wl.other_lanes(found, "other") == ["lane mine (r0 running)"]
+    # What a replacement (lanekit_replace) tears down: the names alone, each once.
+    assert wl.other_lane_names(found, "mine") == ["other"]
+    assert wl.other_lane_names(found, "other") == ["mine"]
