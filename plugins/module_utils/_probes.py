@@ -15,11 +15,23 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
+from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 # /health may take long while an engine compiles graphs; the probe waits at least this long for it.
 HEALTH_TIMEOUT_FLOOR = 25.0
 CHAT_PROMPT = "Reply with the single word: ready"
+
+
+def api_url(plan: Mapping[str, Any], address: str | None = None) -> str:
+    """The base URL of a lane's API from its plan (``address`` overrides the plan's)."""
+    api = plan.get("api") or {}
+    host = address or api.get("address") or "127.0.0.1"
+    port = int(api.get("port") or 8000)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 def _opener() -> urllib.request.OpenerDirector:

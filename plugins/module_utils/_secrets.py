@@ -54,12 +54,28 @@ class Secrets:
         not be guessable offline at billions of tries a second from a copy of it. The lane name
         salts it, so equal secrets of two lanes hash apart.
         """
-        data = json.dumps({"lane": lane, "env": self.file_env(key_env)}, sort_keys=True, separators=(",", ":"))
-        salt = f"lanekit-secrets-v2:{lane}".encode()
-        return hashlib.scrypt(data.encode(), salt=salt, n=1 << 14, r=8, p=1, maxmem=64 << 20, dklen=32).hex()
+        return env_digest(lane, self.file_env(key_env))
 
     def values(self) -> list[str]:
         return [v for v in [self.api_key, *self.env.values()] if v]
+
+
+def env_digest(lane: str, env: Mapping[str, str]) -> str:
+    """The salted scrypt hash of a lane's env file values (``Secrets.digest``); a node computes the
+    same from the file it holds, so a re-run proves the file is current without seeing the values."""
+    data = json.dumps({"lane": lane, "env": dict(env)}, sort_keys=True, separators=(",", ":"))
+    salt = f"lanekit-secrets-v2:{lane}".encode()
+    return hashlib.scrypt(data.encode(), salt=salt, n=1 << 14, r=8, p=1, maxmem=64 << 20, dklen=32).hex()
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """NAME=value lines as ``env_file_text`` writes them (docker's --env-file format, no quoting)."""
+    env = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and ENV_NAME_RE.fullmatch(name):
+            env[name] = value
+    return env
 
 
 def _one_line(value: str) -> bool:

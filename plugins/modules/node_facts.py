@@ -1,13 +1,13 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
-"""Read a node's GPUs with nvidia-smi (rocminfo on AMD); architecture, memory and docker come from Ansible's own modules."""
+"""Read what the preflight compares with a lane's hardware on one node: GPU, CPU architecture, docker version."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: node_facts
-short_description: Read a GPU node's GPUs with nvidia-smi or rocminfo
+short_description: Read a GPU node's GPU, CPU architecture and docker version in one call
 version_added: 0.1.0
 description:
   - Reads the GPU the preflight compares with the lane's hardware profile before anything boots, the way
@@ -15,8 +15,10 @@ description:
   - On a node without C(nvidia-smi) that has ROCm's C(rocminfo) (AMD Instinct), the GPU agents of C(rocminfo)
     are read instead; their C(Marketing Name) is the name and their gfx target (for example C(gfx950)) is
     reported as the compute capability, which the preflight compares with the profile's C(gfx_arch).
-  - The CPU architecture and memory come from M(ansible.builtin.setup) and the docker daemon's version from
-    M(community.docker.docker_host_info); this module only adds what Ansible does not know, the GPU.
+  - Also reports the CPU architecture (as C(uname -m) says it) and the docker daemon's version
+    (C(docker version), the server part), so that the preflight reads a node in one round trip instead of three
+    (M(ansible.builtin.setup), M(community.docker.docker_host_info) and this module); a re-run of a lane pays
+    each round trip on every node.
   - Read-only; never reports a change. A node without C(nvidia-smi), or whose driver does not answer,
     reports no GPU and says why in the C(error) key of RV(gpu) rather than failing, so the preflight can name the node.
 options: {}
@@ -34,8 +36,7 @@ author:
 extends_documentation_fragment:
   - lanekit.serving.attributes
 seealso:
-  - module: ansible.builtin.setup
-  - module: community.docker.docker_host_info
+  - module: lanekit.serving.lane_probe
 """
 
 EXAMPLES = r"""
@@ -54,7 +55,20 @@ gpu:
   returned: always
   type: dict
   sample: {"name": "NVIDIA GB10", "compute_capability": "12.1", "memory_total_mib": 122572, "count": 1}
+architecture:
+  description: The CPU architecture as C(uname -m) reports it (V(aarch64), V(x86_64)).
+  returned: always
+  type: str
+docker:
+  description:
+    - The docker daemon's version (C(server_version)), empty when the CLI is missing or the daemon does not
+      answer; C(error) then says why.
+  returned: always
+  type: dict
+  sample: {"server_version": "28.2.2"}
 """
+
+import platform
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -118,9 +132,19 @@ def read_gpu(module: AnsibleModule) -> dict:
     return parse_gpu_csv(out)
 
 
+def read_docker(module: AnsibleModule) -> dict:
+    """The daemon's version as the CLI reports it; an unanswered daemon is a value, not a failure."""
+    docker = module.get_bin_path("docker")
+    if not docker:
+        return {"server_version": "", "error": "the docker CLI is not on PATH"}
+    rc, out, err = module.run_command([docker, "version", "--format", "{{.Server.Version}}"])
+    version = out.strip() if rc == 0 else ""
+    return {"server_version": version} if version else {"server_version": "", "error": (err or out).strip()}
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    module.exit_json(changed=False, gpu=read_gpu(module))
+    module.exit_json(changed=False, gpu=read_gpu(module), architecture=platform.machine(), docker=read_docker(module))
 
 
 if __name__ == "__main__":

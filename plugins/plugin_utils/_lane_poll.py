@@ -29,7 +29,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import fmt_duration
-from ansible_collections.lanekit.serving.plugins.module_utils._probes import probe_api
+from ansible_collections.lanekit.serving.plugins.module_utils._probes import api_url, probe_api
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog, last_timestamp, split_timestamp
 from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
 from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
@@ -92,15 +92,6 @@ def lane_members(plan: Mapping[str, Any], task_vars: Mapping[str, Any], task: st
     head_hosts = [r["host"] for r in ranks if r.get("role") in engines.API_ROLES]
     coordinator = api_head if api_head in hosts else (head_hosts[0] if head_hosts else hosts[0])
     return LaneMembers(lane, plan.get("engine") or engine, ranks, hosts, coordinator)
-
-
-def api_url(plan: Mapping[str, Any], address: str | None = None) -> str:
-    api = plan.get("api") or {}
-    host = address or api.get("address") or "127.0.0.1"
-    port = int(api.get("port") or 8000)
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    return f"http://{host}:{port}"
 
 
 class HostWatcher:

@@ -14,8 +14,8 @@ import subprocess
 import time
 
 import pytest
-from simlib import (ANSI, LANE, ROOT, assert_no_traceback, docker, flat, lane_containers, plan, record_timing,
-                    run_playbook)
+from simlib import (ANSI, LANE, ROOT, assert_no_traceback, changed_hosts, docker, flat, lane_containers, plan,
+                    record_timing, run_playbook)
 
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) r(\d+) (spark-\d\d) \| (.*)$")
 OTHER_LANE = "day2-other-lane"
@@ -71,6 +71,41 @@ def test_status_of_a_serving_lane_says_serving_and_exits_0_in_seconds(lane_servi
     assert [r["rank"] for r in doc["ranks"]] == list(range(8))
     assert all(r["state"] == "running" and r["exit_code"] is None for r in doc["ranks"])
     assert doc["table"][0] == f"lane {LANE}"
+
+
+def started_at(lane: str = LANE) -> dict[str, str]:
+    """Each rank container's start time (a restart or a re-create changes it)."""
+    out = {}
+    for name, (node, _state) in lane_containers(lane).items():
+        out[name] = docker(node, "inspect", "-f", "{{.State.StartedAt}}", name).stdout.strip()
+    return out
+
+
+def test_a_rerun_of_the_serving_lane_is_one_probe_per_node_and_a_stopped_rank_runs_every_phase(lane_serving):
+    stability_s = plan()["boot"]["stability_s"]
+    time.sleep(stability_s + 1)  # a rank younger than the stability window is not settled yet
+    before = started_at()
+    proc = run_playbook("deploy_lane.yml")
+    record_timing("deploy_lane re-run of a serving lane", proc.seconds)
+    assert proc.returncode == 0 and changed_hosts(proc.stdout) == set()
+    assert_no_traceback(proc.stdout)
+    assert f"Lane {LANE} is ready: it already serves plan {plan()['plan_hash'][:12]} on 8 nodes" in flat(proc.stdout)
+    # Every phase was skipped: no task of the image, weights, cache, ranks or ready roles ran.
+    for role in ("image", "weights", "cache", "ranks", "ready"):
+        assert f"TASK [lanekit.serving.{role} :" not in proc.stdout, role
+    assert started_at() == before
+
+    # One rank stopped: the probe names it and every phase runs, which brings the lane back.
+    victim = rank_of(3)
+    docker(f"lksim-{victim['host']}", "stop", "-t", "1", victim["container_name"])
+    proc = run_playbook("deploy_lane.yml", timeout=1500)
+    assert_no_traceback(proc.stdout)
+    text = flat(proc.stdout)
+    assert proc.returncode == 0, text[-3000:]
+    assert f"Lane {LANE}: every phase runs, because" in text
+    assert f"rank 3 ({victim['container_name']}) is exited" in text
+    assert "is ready" in text and "TASK [lanekit.serving.ranks :" in proc.stdout
+    assert lane_containers()[victim["container_name"]][1] == "running"
 
 
 def test_logs_of_every_rank_are_merged_in_time_order_and_filtered(lane_serving):

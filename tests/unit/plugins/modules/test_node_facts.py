@@ -1,4 +1,4 @@
-"""node_facts: the GPU as nvidia-smi reports it (architecture, memory and docker come from Ansible)."""
+"""node_facts: the GPU as nvidia-smi reports it, and the docker version in the same call."""
 from __future__ import annotations
 
 from ansible_collections.lanekit.serving.plugins.modules import node_facts
@@ -98,3 +98,27 @@ def test_an_amd_node_reports_its_gpu_and_gfx_target_from_rocminfo():
 def test_rocminfo_that_fails_is_reported_in_its_own_words():
     gpu = node_facts.read_gpu(RocmModule(answer=(1, "", "hsa api call failure at: rocminfo.cc:1306\n")))
     assert gpu["count"] == 0 and gpu["error"].startswith("hsa api call failure")
+
+
+class DockerVersionModule(SmiModule):
+    """A node whose docker CLI answers `docker version --format {{.Server.Version}}` with (rc, out, err)."""
+
+    def __init__(self, docker=None, answer=(0, "", "")):
+        super().__init__(None, answer)
+        self.docker = docker
+
+    def get_bin_path(self, name, required=False):
+        return self.docker if name == "docker" else None
+
+
+def test_the_docker_version_is_read_in_the_same_call():
+    module = DockerVersionModule("/usr/bin/docker", (0, "28.2.2\n", ""))
+    assert node_facts.read_docker(module) == {"server_version": "28.2.2"}
+    assert module.calls == [["/usr/bin/docker", "version", "--format", "{{.Server.Version}}"]]
+
+
+def test_a_daemon_that_does_not_answer_is_an_empty_version_and_its_words():
+    module = DockerVersionModule("/usr/bin/docker", (1, "", "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.\n"))
+    assert node_facts.read_docker(module) == {
+        "server_version": "", "error": "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."}
+    assert node_facts.read_docker(DockerVersionModule())["error"] == "the docker CLI is not on PATH"
