@@ -1,0 +1,38 @@
+"""deploy_lane.yml's shape: the preflight probes a re-run, and every phase play after it ends at once
+for a lane that already serves its plan, while the play that releases the lock always runs."""
+from __future__ import annotations
+
+import os
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SKIP = {"ansible.builtin.meta": "end_host", "when": "lanekit_lane_serving | default(false)"}
+
+
+def plays() -> list[dict]:
+    with open(os.path.join(ROOT, "playbooks", "deploy_lane.yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_the_preflight_play_turns_the_rerun_probe_on_and_can_be_told_not_to():
+    preflight = next(p for p in plays() if p.get("roles"))
+    role = preflight["roles"][0]
+    assert role["role"] == "lanekit.serving.preflight"
+    assert role["vars"]["preflight_serving_probe"] == "{{ lanekit_rerun_probe | default(true) }}"
+
+
+def test_every_phase_play_starts_by_ending_for_a_serving_lane():
+    phases = [p for p in plays() if "tasks" in p and p["name"] != "Release the lane lock"]
+    assert len(phases) == 5, [p["name"] for p in phases]  # image, weights, cache, ranks, ready
+    for play in phases:
+        first = play["tasks"][0]
+        assert {k: first.get(k) for k in SKIP} == SKIP, play["name"]
+        # ... and the phase itself comes after it, never before.
+        assert all("meta" not in str(t) for t in play["tasks"][1:]), play["name"]
+
+
+def test_the_lock_is_released_also_when_the_phases_are_skipped():
+    release = next(p for p in plays() if p.get("name") == "Release the lane lock")
+    assert all("end_host" not in str(task) for task in release["tasks"])
+    assert release["tasks"][0]["ansible.builtin.include_role"]["tasks_from"] == "unlock.yml"
