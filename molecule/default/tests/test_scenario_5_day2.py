@@ -14,8 +14,8 @@ import subprocess
 import time
 
 import pytest
-from simlib import (ANSI, LANE, ROOT, assert_no_traceback, changed_hosts, docker, flat, lane_containers, plan,
-                    record_timing, run_playbook)
+from simlib import (ANSI, LANE, NODES, ROOT, assert_no_traceback, changed_hosts, docker, flat, lane_containers, plan,
+                    rank_containers, record_timing, run_playbook)
 
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) r(\d+) (spark-\d\d) \| (.*)$")
 OTHER_LANE = "day2-other-lane"
@@ -76,8 +76,9 @@ def test_status_of_a_serving_lane_says_serving_and_exits_0_in_seconds(lane_servi
 def started_at(lane: str = LANE) -> dict[str, str]:
     """Each rank container's start time (a restart or a re-create changes it)."""
     out = {}
-    for name, (node, _state) in lane_containers(lane).items():
-        out[name] = docker(node, "inspect", "-f", "{{.State.StartedAt}}", name).stdout.strip()
+    for node in NODES:
+        for found in rank_containers(node, lane):
+            out[found["Names"]] = docker(node, "inspect", "-f", "{{.State.StartedAt}}", found["Names"]).stdout.strip()
     return out
 
 
