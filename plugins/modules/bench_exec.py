@@ -260,8 +260,8 @@ def main() -> None:
         elif mode == "collect":
             result = _collect(module, paths)
         elif mode == "api":
-            result = {"changed": False, "check": api.check_api(module.params["base_url"] or "", module.params["model"] or "",
-                                                              module.params["api_key"])}
+            check = api.check_api(module.params["base_url"] or "", module.params["model"] or "", module.params["api_key"])
+            result = {"changed": False, "check": check}
         else:
             shutil.rmtree(paths["root"], ignore_errors=True)
             result = {"changed": True}
