@@ -220,9 +220,11 @@ class ActionModule(ActionBase):
             argv = bset.tool_argv(settings, base_url=base_url, model=model, engine=plan.get("engine", "vllm"),
                                   tokenizer=rp["tokenizer"], corpus_url=url, progress_path=rp["progress_path"],
                                   json_file=rp["json_file"], output_dir=rp["output_dir"])
-            env = bset.offline_env(f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", rp["home"], host, args.get("api_key"))
+            # The key goes as its own no_log argument: the module adds it to the environment there.
+            env = bset.offline_env(f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", rp["home"], host)
             started = utc_now()
-            pid = int(self._remote("start", {"root": rp["root"], "argv": argv, "env": env}, bench_host)["pid"])
+            pid = int(self._remote("start", {"root": rp["root"], "argv": argv, "env": env,
+                                             "api_key": args.get("api_key")}, bench_host)["pid"])
             rc, error = self._watch_remote(bench_host, rp["root"], pid, paths, settings, lane, args["poll_s"])
             ended = utc_now()
             collected = self._remote("collect", {"root": rp["root"], "venv": venv}, bench_host)

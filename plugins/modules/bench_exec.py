@@ -38,7 +38,9 @@ options:
     type: list
     elements: str
   env:
-    description: The command's whole environment (V(start)); may hold the lane's API key.
+    description:
+      - The command's whole environment (V(start)), without the API key (every value of a C(no_log)
+        mapping would be masked wherever it appears in the output, a pid included).
     type: dict
   pid:
     description: The process id V(start) returned (V(poll), V(stop)).
@@ -57,7 +59,7 @@ options:
     description: The served model name (V(api)).
     type: str
   api_key:
-    description: The lane's API key, if it has one (V(api)).
+    description: The lane's API key, if it has one (V(api); V(start) adds it to O(env) as C(TOOL_EVAL_API_KEY)).
     type: str
 author:
   - lanekit developers (!UNKNOWN)
@@ -146,9 +148,11 @@ def _prepare(paths: dict) -> dict:
 
 
 def _start(module: AnsibleModule, paths: dict) -> dict:
-    argv, env = module.params["argv"] or [], module.params["env"] or {}
+    argv, env = module.params["argv"] or [], dict(module.params["env"] or {})
     if not argv:
         module.fail_json(msg="bench_exec mode=start needs argv.")
+    if module.params["api_key"]:
+        env["TOOL_EVAL_API_KEY"] = module.params["api_key"]
     with open(paths["log"], "wb") as log, open(paths["events"], "wb") as events:
         proc = subprocess.Popen(  # noqa: S603 - argv list
             [sys.executable, "-c", _WRAPPER, json.dumps(argv), paths["rc"]], cwd=paths["work"],
@@ -231,7 +235,7 @@ def argument_spec() -> dict:
                   choices=["prepare", "start", "poll", "stop", "collect", "cleanup", "api"]),
         root=dict(type="path", required=True),
         argv=dict(type="list", elements="str"),
-        env=dict(type="dict", no_log=True),
+        env=dict(type="dict"),
         pid=dict(type="int"),
         offsets=dict(type="dict", default={}),
         venv=dict(type="path"),

@@ -44,10 +44,11 @@ def test_a_run_starts_detached_reports_progress_and_its_exit_code(tmp_path):
     r = run_module("bench_exec", {"mode": "prepare", "root": root}, tmp=tmp_path)
     assert r["changed"] and (tmp_path / "runs" / "lane-1" / "home" / ".cache" / "llama-benchy").is_dir()
     assert oct((tmp_path / "runs" / "lane-1").stat().st_mode & 0o777) == "0o700"
-    env = {"PATH": "/usr/bin:/bin", "HOME": root + "/home", "TOOL_EVAL_API_KEY": "sk-secret"}
-    r = run_module("bench_exec", {"mode": "start", "root": root, "argv": [sys.executable, "-c", TOOL, "3"], "env": env},
-                   tmp=tmp_path)
-    assert r["changed"] and r["pid"] > 0
+    env = {"PATH": "/usr/bin:/bin", "HOME": root + "/home", "HF_HUB_OFFLINE": "1"}
+    r = run_module("bench_exec", {"mode": "start", "root": root, "argv": [sys.executable, "-c", TOOL, "3"], "env": env,
+                                  "api_key": "sk-secret"}, tmp=tmp_path)
+    # The pid comes back as a number (no environment value masks it), the key nowhere.
+    assert r["changed"] and isinstance(r["pid"], int) and r["pid"] > 0
     assert "sk-secret" not in str(r)
     end = _wait_end(root, r["pid"], tmp_path, {"tool-eval-bench-events.jsonl": 0, "tool-eval-bench.log": 0})
     assert end["rc"] == 3
@@ -62,7 +63,7 @@ def test_a_run_starts_detached_reports_progress_and_its_exit_code(tmp_path):
     assert set(got["files"]) == {"tool-eval-bench.log", "tool-eval-bench-events.jsonl", "runs/env.json"}
     seen_env = json.loads(base64.b64decode(got["files"]["runs/env.json"]))
     # Exactly the given environment (Python may add LC_CTYPE coercion), nothing inherited.
-    assert {k: v for k, v in seen_env.items() if k != "LC_CTYPE"} == env
+    assert {k: v for k, v in seen_env.items() if k != "LC_CTYPE"} == dict(env, TOOL_EVAL_API_KEY="sk-secret")
     run_module("bench_exec", {"mode": "cleanup", "root": root}, tmp=tmp_path)
     assert not (tmp_path / "runs" / "lane-1").exists()
 
