@@ -174,7 +174,7 @@ class ActionModule(ActionBase):
         if remote:
             record["bench_host"] = args["bench_host"]
         atomic_write(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2, sort_keys=True) + "\n")
-        result.update(changed=True, run_dir=run_dir, tool=summary, started=started, ended=ended,
+        result.update(changed=True, run_dir=run_dir, tool=summary, started=started, ended=ended, api_url=base_url,
                       msg=f"bench {lane}: tools finished ({summary.get('status') or 'no result'}) in {run_dir}")
         return result
 

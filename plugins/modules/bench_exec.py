@@ -119,7 +119,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
@@ -147,18 +146,37 @@ def _prepare(paths: dict) -> dict:
     return {"changed": True, "paths": paths}
 
 
+def _spawn_detached(argv: list, env: dict, cwd: str, stdout_path: str, stderr_path: str) -> int:
+    """Fork a session leader that execs ``argv`` and outlives this module (run_command would wait for it).
+
+    The classic daemon start (as ansible's own async wrapper does): the child leaves our session,
+    so the run's process group can be stopped as one, and this module returns at once.
+    """
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; it only execs or exits
+        try:
+            os.setsid()
+            os.chdir(cwd)
+            stdin = os.open(os.devnull, os.O_RDONLY)
+            out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            for fd, target in ((stdin, 0), (out, 1), (err, 2)):
+                os.dup2(fd, target)
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    return pid
+
+
 def _start(module: AnsibleModule, paths: dict) -> dict:
     argv, env = module.params["argv"] or [], dict(module.params["env"] or {})
     if not argv:
         module.fail_json(msg="bench_exec mode=start needs argv.")
     if module.params["api_key"]:
         env["TOOL_EVAL_API_KEY"] = module.params["api_key"]
-    with open(paths["log"], "wb") as log, open(paths["events"], "wb") as events:
-        proc = subprocess.Popen(  # noqa: S603 - argv list
-            [sys.executable, "-c", _WRAPPER, json.dumps(argv), paths["rc"]], cwd=paths["work"],
-            env={str(k): str(v) for k, v in env.items()}, stdout=log, stderr=events,
-            stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-    return {"changed": True, "pid": proc.pid}
+    pid = _spawn_detached([sys.executable, "-c", _WRAPPER, json.dumps(argv), paths["rc"]],
+                          {str(k): str(v) for k, v in env.items()}, paths["work"], paths["log"], paths["events"])
+    return {"changed": True, "pid": pid}
 
 
 def _alive(pid: int) -> bool:

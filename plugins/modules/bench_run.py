@@ -125,4 +125,8 @@ ended:
   description: UTC end time.
   returned: success
   type: str
+api_url:
+  description: The API base URL the tools used.
+  returned: success
+  type: str
 """
