@@ -35,6 +35,7 @@ ARGUMENT_SPEC = dict(
     unreachable=dict(type="list", elements="str", default=[]),
     api_address=dict(type="str"),
     api_key=dict(type="str", no_log=True),
+    api_check=dict(type="dict"),
     manifest=dict(type="path"),
     compare_with=dict(type="list", elements="str", default=[]),
     reports_root=dict(type="path"),
@@ -105,7 +106,9 @@ class ActionModule(ActionBase):
             with open(json_file, encoding="utf-8") as fh:
                 tool_result = json.load(fh)
         model = (plan.get("api") or {}).get("served_model_name", "")
-        api_after = api.check_api(api.api_url(plan, args.get("api_address")), model, args.get("api_key"))
+        # From a bench_host the role checks the API there (bench_exec mode=api) and hands the result in.
+        api_after = args.get("api_check") or api.check_api(api.api_url(plan, args.get("api_address")), model,
+                                                           args.get("api_key"))
         containers = list(args["containers"]) + [
             {"name": s.get("container_name"), "unreachable": True}
             for s in plan.get("ranks") or [] if s.get("host") in args["unreachable"]]

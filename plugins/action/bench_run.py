@@ -8,9 +8,16 @@ cached, runs tool-eval-bench (which drives llama-benchy for the throughput grid)
 virtualenv with a scrubbed environment, prints "scenario n of N" while it runs, and leaves the
 tools' raw outputs plus ``run.json`` (settings, times, the "before" snapshot, the tool's
 summary) in the run directory. ``bench_report`` closes the gate and writes the report.
+
+With ``bench_host`` the task is delegated to that host: the inputs are prepared here as always, then
+copied into a private run directory there (``bench_exec``), the tool runs there detached from the
+host's bench venv (``bench_host_venv`` made it) with the same scrubbed environment, this action
+polls its event streams for the progress line, and fetches ``raw/`` back before removing the run
+directory there.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -27,6 +34,7 @@ from ansible.utils.display import Display
 from ansible_collections.lanekit.serving.plugins.module_utils import _bench_api as api
 from ansible_collections.lanekit.serving.plugins.module_utils import _bench_corpus as corpus
 from ansible_collections.lanekit.serving.plugins.module_utils import _bench_gate as gate
+from ansible_collections.lanekit.serving.plugins.module_utils import _bench_host as bhost
 from ansible_collections.lanekit.serving.plugins.module_utils import _bench_report as report
 from ansible_collections.lanekit.serving.plugins.module_utils import _bench_settings as bset
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
@@ -47,6 +55,9 @@ ARGUMENT_SPEC = dict(
     api_address=dict(type="str"),
     api_key=dict(type="str", no_log=True),
     poll_s=dict(type="float", default=2.0),
+    bench_host=dict(type="str", default=""),
+    host_venv=dict(type="str", default=""),
+    host_root=dict(type="str", default=""),
 )
 
 
@@ -79,23 +90,35 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars or {})
         del tmp
         _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        self._task_vars = task_vars or {}
         try:
             return self._run(args, result)
         except LanekitError as exc:
             result.update(failed=True, msg=str(exc))
             return result
+        finally:
+            if args["bench_host"]:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
 
     def _run(self, args: dict, result: dict) -> dict:
         plan = args["plan"]
         lane = plan.get("lane", "?")
         settings = bset.merge(args.get("lane_settings"), args.get("cli_settings"), lane)
-        problem = api.venv_problem(args["venv"])
+        remote = bool(args["bench_host"])
+        if remote and not (args["host_venv"] and args["host_root"]):
+            raise LanekitError("bench_run with bench_host needs host_venv and host_root (the bench role sets both).")
+        # On a bench_host the tools run from the host's venv; the controller's only draws the chart.
+        problem = "" if remote else api.venv_problem(args["venv"])
         if problem:
             raise LanekitError(problem)
         model = (plan.get("api") or {}).get("served_model_name", "")
         base_url = api.api_url(plan, args.get("api_address"))
         before = gate.rank_snapshot(plan, mark_unreachable(args["containers"], args["unreachable"], plan))
-        api_before = api.check_api(base_url, model, args.get("api_key"))
+        if remote:  # the API as the bench host reaches it: that is where the tools send their requests
+            api_before = self._remote("api", {"root": "/nonexistent", "base_url": base_url, "model": model,
+                                              "api_key": args.get("api_key")}, args["bench_host"])["check"]
+        else:
+            api_before = api.check_api(base_url, model, args.get("api_key"))
         problems = gate.check_before(lane, plan.get("plan_hash", ""), before, api_before)
         if problems:
             raise LanekitError(f"Lane {lane} cannot be benchmarked now: " + " ".join(problems))
@@ -120,31 +143,21 @@ class ActionModule(ActionBase):
         if os.path.abspath(args["tokenizer"]) != os.path.abspath(tokenizer_copy):
             shutil.copyfile(args["tokenizer"], tokenizer_copy)
 
-        # A private HOME: llama-benchy's corpus cache, no user .env, no HF cache or token.
-        home = private_dir(tempfile.mkdtemp(prefix="lanekit-bench-"), "bench home")
-        try:
-            url = bset.book_url()
-            cache = os.path.join(home, ".cache", "llama-benchy")
-            os.makedirs(cache, mode=0o700)
-            shutil.copyfile(corpus_path, os.path.join(cache, hashlib.md5(url.encode(), usedforsecurity=False).hexdigest()
-                                                      + ".txt"))
-            work = os.path.join(home, "work")  # the tool's cwd: its ./data sqlite and .env lookup stay here
-            os.makedirs(work, mode=0o700)
-            paths = {"json_file": os.path.join(raw, "tool-eval-bench.json"),
-                     "output_dir": os.path.join(raw, "tool-eval-bench-runs"),
-                     "progress_path": os.path.join(raw, "llama-benchy-progress.jsonl"),
-                     "events": os.path.join(raw, "tool-eval-bench-events.jsonl"),
-                     "log": os.path.join(raw, "tool-eval-bench.log")}
-            argv = bset.tool_argv(settings, base_url=base_url, model=model, engine=plan.get("engine", "vllm"),
-                                  tokenizer=tokenizer_copy, corpus_url=url, progress_path=paths["progress_path"],
-                                  json_file=paths["json_file"], output_dir=paths["output_dir"])
-            host = base_url.split("//", 1)[1].rsplit(":", 1)[0].strip("[]")
-            env = bset.offline_env(f"{args['venv']}/bin:/usr/local/bin:/usr/bin:/bin", home, host, args.get("api_key"))
-            started = utc_now()
-            rc, error = self._execute(argv, env, work, paths, settings, lane, args["poll_s"])
-            ended = utc_now()
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
+        url = bset.book_url()
+        corpus_cache_name = hashlib.md5(url.encode(), usedforsecurity=False).hexdigest() + ".txt"
+        host = base_url.split("//", 1)[1].rsplit(":", 1)[0].strip("[]")
+        paths = {"json_file": os.path.join(raw, "tool-eval-bench.json"),
+                 "output_dir": os.path.join(raw, "tool-eval-bench-runs"),
+                 "progress_path": os.path.join(raw, "llama-benchy-progress.jsonl"),
+                 "events": os.path.join(raw, "tool-eval-bench-events.jsonl"),
+                 "log": os.path.join(raw, "tool-eval-bench.log")}
+        if remote:
+            argv, rc, error, started, ended, tools = self._run_remote(
+                args, settings, plan, base_url, model, host, url, corpus_cache_name, corpus_path, tokenizer_copy, paths)
+        else:
+            argv, rc, error, started, ended = self._run_local(
+                args, settings, plan, base_url, model, host, url, corpus_cache_name, corpus_path, tokenizer_copy, paths)
+            tools = api.tool_versions(args["venv"])
 
         tool_result = None
         if os.path.isfile(paths["json_file"]):
@@ -157,11 +170,103 @@ class ActionModule(ActionBase):
         record = {"lane": lane, "settings": settings, "started": started, "ended": ended, "api_url": base_url,
                   "argv": argv, "before": before, "tool": summary,
                   "tokenizer_sha256": sha256_file(tokenizer_copy), "corpus_sha256": sha256_file(corpus_path),
-                  "tools": api.tool_versions(args["venv"])}
+                  "tools": tools}
+        if remote:
+            record["bench_host"] = args["bench_host"]
         atomic_write(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2, sort_keys=True) + "\n")
-        result.update(changed=True, run_dir=run_dir, tool=summary, started=started, ended=ended,
+        result.update(changed=True, run_dir=run_dir, tool=summary, started=started, ended=ended, api_url=base_url,
                       msg=f"bench {lane}: tools finished ({summary.get('status') or 'no result'}) in {run_dir}")
         return result
+
+    def _run_local(self, args, settings, plan, base_url, model, host, url, corpus_cache_name, corpus_path,
+                   tokenizer_copy, paths):
+        """The tools on the controller: (argv, rc, error, started, ended)."""
+        # A private HOME: llama-benchy's corpus cache, no user .env, no HF cache or token.
+        home = private_dir(tempfile.mkdtemp(prefix="lanekit-bench-"), "bench home")
+        try:
+            cache = os.path.join(home, ".cache", "llama-benchy")
+            os.makedirs(cache, mode=0o700)
+            shutil.copyfile(corpus_path, os.path.join(cache, corpus_cache_name))
+            work = os.path.join(home, "work")  # the tool's cwd: its ./data sqlite and .env lookup stay here
+            os.makedirs(work, mode=0o700)
+            argv = bset.tool_argv(settings, base_url=base_url, model=model, engine=plan.get("engine", "vllm"),
+                                  tokenizer=tokenizer_copy, corpus_url=url, progress_path=paths["progress_path"],
+                                  json_file=paths["json_file"], output_dir=paths["output_dir"])
+            env = bset.offline_env(f"{args['venv']}/bin:/usr/local/bin:/usr/bin:/bin", home, host, args.get("api_key"))
+            started = utc_now()
+            rc, error = self._execute(argv, env, work, paths, settings, plan.get("lane", "?"), args["poll_s"])
+            return argv, rc, error, started, utc_now()
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+
+    def _remote(self, mode: str, module_args: dict, bench_host: str) -> dict:
+        out = self._execute_module(module_name="lanekit.serving.bench_exec", module_args=dict(module_args, mode=mode),
+                                   task_vars=self._task_vars)
+        if out.get("failed") or out.get("unreachable"):
+            raise LanekitError(f"bench_host {bench_host}: the bench step '{mode}' failed: "
+                               f"{str(out.get('msg') or 'no message').strip()[:300]}")
+        return out
+
+    def _run_remote(self, args, settings, plan, base_url, model, host, url, corpus_cache_name, corpus_path,
+                    tokenizer_copy, paths):
+        """The tools on the bench_host: (argv, rc, error, started, ended, tool versions)."""
+        bench_host, venv = args["bench_host"], args["host_venv"]
+        lane = plan.get("lane", "?")
+        rp = bhost.run_paths(f"{args['host_root'].rstrip('/')}/{lane}-{os.path.basename(args['run_dir'].rstrip('/'))}")
+        self._remote("prepare", {"root": rp["root"]}, bench_host)
+        try:
+            self._transfer_file(tokenizer_copy, rp["tokenizer"])
+            self._transfer_file(corpus_path, f"{rp['cache']}/{corpus_cache_name}")
+            argv = bset.tool_argv(settings, base_url=base_url, model=model, engine=plan.get("engine", "vllm"),
+                                  tokenizer=rp["tokenizer"], corpus_url=url, progress_path=rp["progress_path"],
+                                  json_file=rp["json_file"], output_dir=rp["output_dir"])
+            # The key goes as its own no_log argument: the module adds it to the environment there.
+            env = bset.offline_env(f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", rp["home"], host)
+            started = utc_now()
+            pid = int(self._remote("start", {"root": rp["root"], "argv": argv, "env": env,
+                                             "api_key": args.get("api_key")}, bench_host)["pid"])
+            rc, error = self._watch_remote(bench_host, rp["root"], pid, paths, settings, lane, args["poll_s"])
+            ended = utc_now()
+            collected = self._remote("collect", {"root": rp["root"], "venv": venv}, bench_host)
+            raw = os.path.dirname(paths["log"])
+            for rel, data in (collected.get("files") or {}).items():
+                target = os.path.normpath(os.path.join(raw, rel))
+                if not target.startswith(raw + os.sep):
+                    continue  # a name that leaves raw/ is never written
+                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+                atomic_write(target, base64.b64decode(data))
+            return argv, rc, error, started, ended, dict(collected.get("tools") or {})
+        finally:
+            self._execute_module(module_name="lanekit.serving.bench_exec",
+                                 module_args={"mode": "cleanup", "root": rp["root"]}, task_vars=self._task_vars)
+
+    def _watch_remote(self, bench_host, root, pid, paths, settings, lane, poll_s) -> tuple[int | None, str]:
+        """Poll the remote run: mirror its event streams here for the progress line, stop it on timeout."""
+        progress = api.Progress(lane, bset.scenario_count(settings) * settings["runs"])
+        deadline = time.monotonic() + settings["run_timeout_s"]
+        mirrors = {os.path.basename(paths[k]): paths[k] for k in ("events", "progress_path", "log")}
+        offsets = dict.fromkeys(mirrors, 0)
+        for path in mirrors.values():
+            atomic_write(path, b"")
+        last = ""
+        while True:
+            if time.monotonic() > deadline:
+                self._remote("stop", {"root": root, "pid": pid}, bench_host)
+                return None, (f"tool-eval-bench ran longer than run_timeout_s ({settings['run_timeout_s']} s) on "
+                              f"bench_host {bench_host} and was stopped.")
+            time.sleep(poll_s)
+            state = self._remote("poll", {"root": root, "pid": pid, "offsets": offsets}, bench_host)
+            for name, chunk in (state.get("chunks") or {}).items():
+                data = base64.b64decode(chunk.get("data") or "")
+                if name in mirrors and data:
+                    with open(mirrors[name], "ab") as fh:
+                        fh.write(data)
+                    offsets[name] += len(data)
+            last = self._show(progress, paths, last)
+            if not state.get("running"):
+                if state.get("rc") is None:
+                    return None, f"tool-eval-bench on bench_host {bench_host} stopped without an exit code."
+                return int(state["rc"]), ""
 
     def _execute(self, argv, env, cwd, paths, settings, lane, poll_s) -> tuple[int | None, str]:
         """Run the tool, print progress when it changes, stop it after run_timeout_s."""

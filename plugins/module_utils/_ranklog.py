@@ -112,7 +112,7 @@ class RankLog:
         self.lines_seen = 0
         self.last_line_at: float | None = None
         self.last_line = ""
-        self.scanner = sigs.LineScanner(self.engine)
+        self.scanner = sigs.LineScanner(self.engine, role)
         self.last_ts: float | None = None
         self._milestones = engines.milestones(self.engine, role)
 
@@ -142,7 +142,7 @@ class RankLog:
             return
         self.engine = engine
         self._milestones = engines.milestones(engine)
-        rescanned = sigs.LineScanner(engine)
+        rescanned = sigs.LineScanner(engine, self.role)
         rescanned.found = dict(self.scanner.found)
         rescanned.last_exception = self.scanner.last_exception
         self.scanner = rescanned

@@ -59,6 +59,12 @@ class Signature:
     # Optional pattern whose group "ranks" lists the node ranks the line itself blames
     # (e.g. "Missing node ranks: 5, 7"): those ranks, not the one printing, are at fault.
     blame: re.Pattern | None = None
+    # Rank roles whose logs can print the line (``plan["ranks"][*].role``, e.g. "router");
+    # empty: any role. A scanner that does not know its role (free text) skips role-scoped ones.
+    roles: tuple[str, ...] = ()
+    # Ids of more generic signatures that the same line also matches: when this one is found
+    # on a line, those are not reported for that line (the specific cause and fix replace them).
+    supersedes: tuple[str, ...] = ()
 
     @property
     def derived(self) -> bool:
@@ -321,6 +327,92 @@ SIGNATURES: tuple[Signature, ...] = (
         cause="A rank lost its connection to a peer, usually because that peer exited.",
         fix="Look at the rank that exited or failed first; this line is its echo on the others.",
     ),
+    # --- the P/D router (vllm-router, Rust; its texts come from vllm-project/router) -------
+    Signature(
+        id="router_workers_unreachable",
+        title="the P/D router could not reach its prefill/decode endpoints",
+        # src/routers/http/router.rs (vllm-project/router), wait_for_healthy_workers_async:
+        #   "Timeout {}s waiting for hosts {:?} to become healthy. Please set
+        #    --router-worker-startup-timeout-secs ..." (older versions: "Timeout waiting for workers
+        #   to become healthy"); src/routers/http/pd_types.rs, PDRouterError: "Health check failed for
+        #   worker: {url}", "Timeout waiting for worker: {url}".
+        pattern=_re(
+            r"Timeout \d+s waiting for hosts .* to become healthy"
+            r"|Timeout waiting for workers? to become healthy"
+            r"|Health check failed for worker: |Timeout waiting for worker: "
+        ),
+        roles=("router",),
+        cause=(
+            "The router gave up on the prefill/decode URLs it was given: their `/health` never "
+            "answered (connection refused or timed out), because a pool is down or still loading, "
+            "or the URL's address or port is not reachable from the router's node."
+        ),
+        fix=(
+            "Make sure both pools' heads are up first (their own findings come before this one), "
+            "that the planned pool endpoints (the router's `--prefill`/`--decode`, from the pools' "
+            "fabric addresses and ports) answer `/health` from the router's node, and, if the pools "
+            "only load slowly, raise `--worker-startup-timeout-secs` in `pd.router.args`."
+        ),
+    ),
+    Signature(
+        id="router_port_in_use",
+        title="the P/D router's port is already taken",
+        # src/server.rs (vllm-project/router), startup(): `TcpListener::bind(&addr).await?` returns
+        # the io error to main(), which Rust prints as
+        #   Error: Os { code: 98, kind: AddrInUse, message: "Address already in use" }
+        pattern=_re(r"kind: AddrInUse|Address already in use|EADDRINUSE"),
+        roles=("router",),
+        supersedes=("address_in_use",),
+        cause=(
+            "The router could not bind the lane's API port on the prefill head's node: another "
+            "process (a previous lane's router or head, or a pool's own API) already listens there."
+        ),
+        fix=(
+            "Tear down the previous lane (`playbooks/teardown-lane.yml`), or give this lane another "
+            "`serve.port` (the router's `--port`) that no pool endpoint on that node uses."
+        ),
+    ),
+    Signature(
+        id="router_bad_argument",
+        title="the P/D router refused its command line",
+        # clap 4 (the router's argument parser, src/main.rs CliArgs): "error: unexpected argument
+        # '--x' found", "error: invalid value 'v' for '--policy <POLICY>'", "error: a value is
+        # required for '--port <PORT>' but none was supplied"; src/main.rs
+        # split_prefill_args_from_others: "--prefill requires a URL immediately after",
+        # "Invalid url {url}"; src/main.rs to_router_config: "vLLM PD disaggregation mode requires
+        # one of: --vllm-discovery-address, --prefill/--decode URLs, ...".
+        pattern=_re(
+            r"error: unexpected argument '[^']*' found"
+            r"|error: invalid value '[^']*' for '--"
+            r"|error: a value is required for '--"
+            r"|--prefill requires a URL immediately after|\bInvalid url -"
+            r"|PD disaggregation mode requires one of"
+        ),
+        roles=("router",),
+        supersedes=("unknown_engine_flag",),
+        cause=(
+            "The vllm-router in the image does not accept one of the router's flags or values "
+            "(an unknown flag, a policy it does not offer, a flag without its value)."
+        ),
+        fix=(
+            "Fix or remove the flag in the lane's `pd.router.args` (or `pd.router.policy`) for "
+            "this router version; `vllm-router --help` in the image lists what it takes."
+        ),
+    ),
+    Signature(
+        id="router_endpoint_request_failed",
+        title="the P/D router could not send a request to a pool endpoint",
+        # reqwest's error text, as the router logs a failed upstream call (src/routers/http/pd_router.rs
+        # logs "Failed to proxy request server: {e}" etc.): "error sending request for url (URL)",
+        # with hyper-util's cause "tcp connect error: Connection refused (os error 111)".
+        pattern=_re(r"error sending request for url \(|tcp connect error"),
+        roles=("router",),
+        kind=CONSEQUENCE,
+        # The router retries and keeps serving through the other endpoints: not a lost boot.
+        fatal=False,
+        cause="A prefill or decode endpoint refused or dropped the router's connection while it routed a request.",
+        fix="Look at the pool rank behind that URL (it usually exited or restarted first); the router recovers once it answers again.",
+    ),
     # --- derived by the wait loop (no pattern) ---------------------------------------------
     Signature(
         id="rank_never_joined",
@@ -415,13 +507,18 @@ class LineScanner:
     over a traceback).
     """
 
-    def __init__(self, engine: str | None = None) -> None:
+    def __init__(self, engine: str | None = None, role: str | None = None) -> None:
         self.engine = engine
+        self.role = role
         self.found: dict[str, str] = {}
         self.last_exception: str = ""
         self._window: list[str] = []
         self._window_max = max((s.context_lines for s in _PATTERNED if s.context), default=0) + 1
-        self._active = tuple(s for s in _PATTERNED if not s.engines or engine is None or engine in s.engines)
+        self._active = tuple(
+            s for s in _PATTERNED
+            if (not s.engines or engine is None or engine in s.engines)
+            and (not s.roles or role in s.roles)
+        )
 
     def feed(self, lines: Iterable[str]) -> list[str]:
         """Scan new lines; return the ids of signatures found for the first time."""
@@ -432,21 +529,27 @@ class LineScanner:
                 del self._window[0]
             if _EXCEPTION_LINE.search(line):
                 self.last_exception = _evidence(line)
+            on_line: list[Signature] = []
             for sig in self._active:
-                if sig.id in self.found or sig.pattern is None or not sig.pattern.search(line):
+                if sig.pattern is None or not sig.pattern.search(line):
                     continue
                 if sig.context is not None:
                     window = self._window[-(sig.context_lines + 1):]
                     if not any(sig.context.search(prev) for prev in window):
                         continue
+                on_line.append(sig)
+            superseded = {other for sig in on_line for other in sig.supersedes}
+            for sig in on_line:
+                if sig.id in self.found or sig.id in superseded:
+                    continue
                 self.found[sig.id] = _evidence(line)
                 new.append(sig.id)
         return new
 
 
-def scan_text(text: str, engine: str | None = None) -> dict[str, str]:
+def scan_text(text: str, engine: str | None = None, role: str | None = None) -> dict[str, str]:
     """Signature id -> first evidence line for one blob of text (one rank's log, an error)."""
-    scanner = LineScanner(engine)
+    scanner = LineScanner(engine, role)
     scanner.feed(text.splitlines())
     return dict(scanner.found)
 

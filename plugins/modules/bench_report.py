@@ -49,6 +49,11 @@ options:
   api_key:
     description: The lane's API key, if it has one.
     type: str
+  api_check:
+    description:
+      - The API check of the gate's "after" half as made elsewhere (the result of
+        M(lanekit.serving.bench_exec) V(mode=api) on the bench host); default check from the controller.
+    type: dict
   manifest:
     description: The staged weights' MANIFEST.json fetched to the controller.
     type: path

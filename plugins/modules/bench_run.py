@@ -64,8 +64,24 @@ options:
     description: Seconds between progress reads.
     type: float
     default: 2.0
+  bench_host:
+    description:
+      - Run the tools on this host instead of the controller; delegate the task to it. The inputs are
+        copied into a private run directory there, the tool runs detached from O(host_venv) with the same
+        scrubbed environment, the API check of the gate is made from there, and C(raw/) is fetched back.
+    type: str
+    default: ""
+  host_venv:
+    description: The bench venv on O(bench_host) (M(lanekit.serving.bench_host_venv) returns it).
+    type: str
+    default: ""
+  host_root:
+    description: The directory on O(bench_host) that holds run directories.
+    type: str
+    default: ""
 seealso:
   - module: lanekit.serving.bench_report
+  - module: lanekit.serving.bench_host_venv
 author:
   - lanekit developers (!UNKNOWN)
 extends_documentation_fragment:
@@ -107,6 +123,10 @@ started:
   type: str
 ended:
   description: UTC end time.
+  returned: success
+  type: str
+api_url:
+  description: The API base URL the tools used.
   returned: success
   type: str
 """

@@ -184,6 +184,24 @@ def test_a_pd_cluster_lane_routes_a_request_through_prefill_and_decode(recipe_no
     assert set(re.findall(r"-(r\d+)\b", first_task)) == {"r2"}, first_task
 
 
+def test_a_router_that_refuses_its_arguments_is_triaged_with_the_routers_own_cause_and_fix(recipe_nodes):
+    # A router flag the router does not know (pd.router.args): the stand-in refuses it with clap's
+    # text, as the Rust vllm-router does, and the wait names the router's own cause and fix.
+    inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
+    overrides = dict(TO_THE_SIM, pd={"router": {"args": {"--no-such-router-flag": True}}})
+    proc = _run("deploy_lane.yml", inventory, {
+        "recipe": RECIPE, "strategy": "pd_cluster", "pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
+        "lanekit_image_digests": _digests(), "lane_cli_overrides": overrides, **LOCK_FOLLOWS_THE_SIM})
+    record_timing("scenario 6 pd_cluster with a router that refuses its arguments", proc.seconds)
+    out = flat(proc.stdout)
+    assert_no_traceback(proc.stdout)
+    assert proc.returncode != 0, out[-3000:]
+    assert "[router_bad_argument]" in out, out[-3000:]
+    assert "[unknown_engine_flag]" not in out  # the router's own finding, not the engines'
+    assert "error: unexpected argument '--no-such-router-flag' found" in out and "pd.router.args" in out
+    _teardown(inventory, PD)
+
+
 def test_a_multi_node_tp_pp_lane_reaches_ready(recipe_nodes):
     # The seed offers TP x PP on H200 (two 8-GPU nodes): compile that, then run its two pipeline
     # stages on two GB10s (TP1 x PP2) with the sim's NVFP4 checkpoint.

@@ -74,3 +74,53 @@ def test_the_router_refuses_a_command_without_pd_mode(tmp_path):
         assert rank.wait_exit() == 2 and "--vllm-pd-disaggregation" in rank.text()
     finally:
         rank.kill()
+
+
+def _router_argv(urls: list[str], port: int) -> list[str]:
+    return [PY, "-m", "lanekit_standin.router", "--policy", "round_robin", "--vllm-pd-disaggregation",
+            "--prefill", urls[0], "--decode", urls[1], "--host", "127.0.0.1", "--port", str(port),
+            "--intra-node-data-parallel-size", "1"]
+
+
+def _scan_router(text: str) -> list[str]:
+    from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
+    return list(sigs.scan_text(text, "vllm", role="router"))
+
+
+def test_an_injected_unreachable_pool_ends_the_router_with_the_real_timeout_line(tmp_path):
+    rank = Rank(_router_argv(["http://127.0.0.1:9", "http://127.0.0.1:10"], free_port()),
+                base_env({"STANDIN_ROUTER_FAULT": "workers_unreachable", "STANDIN_ROUTER_WAIT_S": "1"}),
+                str(tmp_path / "router.log"))
+    try:
+        assert rank.wait_exit() == 1
+        assert 'waiting for hosts ["http://127.0.0.1:9", "http://127.0.0.1:10"] to become healthy' in rank.text()
+        assert _scan_router(rank.text()) == ["router_workers_unreachable"]
+    finally:
+        rank.kill()
+
+
+def test_an_injected_port_conflict_ends_the_router_with_rusts_bind_error(tmp_path):
+    seen: list = []
+    prefill, decode = _backend("prefill", seen), _backend("decode", seen)
+    urls = [f"http://127.0.0.1:{s.server_address[1]}" for s in (prefill, decode)]
+    rank = Rank(_router_argv(urls, free_port()), base_env({"STANDIN_ROUTER_FAULT": "port_in_use"}),
+                str(tmp_path / "router.log"))
+    try:
+        assert rank.wait_exit() == 1
+        assert 'Error: Os { code: 98, kind: AddrInUse, message: "Address already in use" }' in rank.text()
+        assert _scan_router(rank.text()) == ["router_port_in_use"]
+    finally:
+        rank.kill()
+        prefill.shutdown()
+        decode.shutdown()
+
+
+def test_an_injected_bad_argument_is_refused_as_clap_refuses_it(tmp_path):
+    rank = Rank(_router_argv(["http://x:1", "http://y:2"], free_port()),
+                base_env({"STANDIN_ROUTER_FAULT": "bad_argument"}), str(tmp_path / "router.log"))
+    try:
+        assert rank.wait_exit() == 2
+        assert "error: unexpected argument '--lanekit-fault' found" in rank.text()
+        assert _scan_router(rank.text()) == ["router_bad_argument"]
+    finally:
+        rank.kill()

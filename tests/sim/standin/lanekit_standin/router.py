@@ -9,6 +9,17 @@ back. Every answer carries `X-Lanekit-Router-Path: prefill=URL decode=URL` and t
 one line per routed request, so a test can see that both pools took part.
 
 Environment: STANDIN_ROUTER_WAIT_S (default 1800) bounds the wait for the endpoints' health.
+Failure injection: STANDIN_ROUTER_FAULT makes the router fail the way the real vllm-router does,
+with its real texts (vllm-project/router):
+
+* ``workers_unreachable``: the endpoints' health is never checked; after STANDIN_ROUTER_WAIT_S
+  (here default 2 s) the router gives up with "Timeout ... waiting for hosts [...] to become healthy"
+  and exits 1.
+* ``port_in_use``: binding its port fails as if taken: ``Error: Os { code: 98, kind: AddrInUse, ...}``,
+  exit 1 (a port really taken gives the same line).
+* ``bad_argument``: the command line is refused as clap refuses an unknown flag
+  (``error: unexpected argument '--lanekit-fault' found``), exit 2. Unknown flags given for real are
+  refused with the same text.
 """
 from __future__ import annotations
 
@@ -24,11 +35,24 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
 from . import STANDIN_LABEL
-from .common import emit, env_float
+from .common import emit, env_float, env_str
 from .http_api import bind, make_server, start
 
 VERSION = "0.1.9+lanekit.standin"
 POLICIES = ("round_robin", "random", "cache_aware", "power_of_two", "consistent_hash")
+FAULTS = ("workers_unreachable", "port_in_use", "bad_argument")
+
+
+class ClapStyleParser(argparse.ArgumentParser):
+    """argparse that refuses a command line with clap 4's texts, as the real (Rust) router does."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        unknown = message.split("unrecognized arguments: ", 1)
+        if len(unknown) == 2:
+            message = f"unexpected argument '{unknown[1].split()[0]}' found"
+        print(f"error: {message}\n\nUsage: vllm-router [OPTIONS]\n\nFor more information, try '--help'.",
+              file=sys.stderr)
+        sys.exit(2)
 
 
 def _log(level: str, msg: str) -> None:
@@ -37,7 +61,7 @@ def _log(level: str, msg: str) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vllm-router", description="lanekit stand-in for vllm-router (runs no model)")
+    p = ClapStyleParser(prog="vllm-router", description="lanekit stand-in for vllm-router (runs no model)")
     p.add_argument("--policy", choices=POLICIES, default="round_robin")
     p.add_argument("--vllm-pd-disaggregation", action="store_true")
     p.add_argument("--pd-disaggregation", action="store_true")
@@ -81,10 +105,22 @@ class Router:
             self.count += 1
             return next(self.p_cycle), next(self.d_cycle), self.count
 
-    def wait_for_workers(self) -> bool:
+    def wait_for_workers(self, fault: str | None = None) -> bool:
         pending = self.prefill + self.decode
         _log("INFO", f"Waiting for {len(pending)} workers to become healthy")
-        deadline = time.monotonic() + (env_float("STANDIN_ROUTER_WAIT_S", 1800.0) or 1800.0)
+        wait_s = env_float("STANDIN_ROUTER_WAIT_S", 2.0 if fault else 1800.0) or 1800.0
+        if fault == "workers_unreachable":
+            # vllm-project/router src/routers/http/router.rs: the startup wait's timeout error.
+            self.stop.wait(wait_s)
+            if self.stop.is_set():
+                return False
+            text = (f"Timeout {int(wait_s)}s waiting for hosts {pending!r} to become healthy. Please set "
+                    "--router-worker-startup-timeout-secs (vllm_router.launch_server) or "
+                    "--worker-startup-timeout-secs (vllm_worker.router) to a larger value")
+            _log("ERROR", text.replace("'", '"'))
+            emit(f"Error: {text}".replace("'", '"'), sys.stderr)
+            return False
+        deadline = time.monotonic() + wait_s
         while pending and not self.stop.is_set():
             for url in list(pending):
                 if _health(url) == 200:
@@ -215,6 +251,14 @@ def handler_for(router: Router):
 
 
 def main(argv=None) -> int:
+    fault = (env_str("STANDIN_ROUTER_FAULT") or "").lower() or None
+    if fault and fault not in FAULTS:
+        emit(f"[lanekit stand-in] STANDIN_ROUTER_FAULT={fault!r} names no fault (one of: {', '.join(FAULTS)})",
+             sys.stderr)
+        fault = None
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if fault == "bad_argument":
+        argv.append("--lanekit-fault")
     args = parser().parse_args(argv)
     if args.version:
         print(f"vllm-router {VERSION}")
@@ -231,16 +275,21 @@ def main(argv=None) -> int:
     _log("INFO", f"vllm-router {VERSION} (lanekit stand-in: runs no model)")
     _log("INFO", f"Router configuration: mode=pd_disaggregation policy={args.policy} prefill={router.prefill} "
                  f"decode={router.decode} intra_node_data_parallel_size={args.intra_node_data_parallel_size}")
-    if not router.wait_for_workers():
+    if not router.wait_for_workers(fault):
         if router.stop.is_set():
             _log("INFO", "Shutting down router")
             return 0
         return 1
     server = make_server(args.host, args.port, handler_for(router))
     try:
+        if fault == "port_in_use":
+            raise OSError(98, "Address already in use")
         bind(server)
     except OSError as exc:
-        _log("ERROR", f"Failed to bind {args.host}:{args.port}: {exc.strerror or exc}")
+        # vllm-project/router src/server.rs: `TcpListener::bind(&addr).await?` ends main() with
+        # the io error, which Rust prints in its Debug form.
+        kind = "AddrInUse" if exc.errno == 98 else "Other"
+        emit(f'Error: Os {{ code: {exc.errno}, kind: {kind}, message: "{exc.strerror or exc}" }}', sys.stderr)
         return 1
     start(server)
     _log("INFO", f"Starting router on {args.host}:{args.port}")

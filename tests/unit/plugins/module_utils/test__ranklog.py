@@ -136,3 +136,13 @@ def test_last_timestamp_is_the_next_polls_since():
     lines = ["2026-10-30T06:00:01.000000000Z a", "2026-10-30T06:00:02.500000000Z b", "no stamp"]
     assert ranklog.last_timestamp(lines) == "2026-10-30T06:00:02.500000000Z"
     assert ranklog.last_timestamp(["no stamp"]) is None
+
+
+def test_the_router_rank_reads_its_log_with_the_router_signatures():
+    line = 'Error: Os { code: 98, kind: AddrInUse, message: "Address already in use" }'
+    router, head = ranklog.RankLog("vllm", "router"), ranklog.RankLog("vllm", "head")
+    for log in (router, head):
+        log.feed([(None, "2026-11-30T23:40:00.000Z  INFO vllm_router: Router configuration: mode=pd_disaggregation"),
+                  (None, line)])
+    assert list(router.scanner.found) == ["router_port_in_use"]
+    assert list(head.scanner.found) == ["address_in_use"]

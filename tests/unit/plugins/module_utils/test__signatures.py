@@ -162,3 +162,61 @@ def test_every_signatures_engine_scope_names_a_known_engine():
 def test_a_scope_naming_an_unknown_engine_is_caught():
     scoped = sigs.Signature(id="x", title="x", cause="c", fix="f", pattern=sigs._re("x"), engines=("vllm", "tgi"))
     assert sigs.unknown_engine_scopes([scoped]) == ["x: tgi"]
+
+
+# The real vllm-router's failure lines (vllm-project/router; see the signatures' comments).
+ROUTER_LINES = [
+    ('2026-11-30T23:40:12.101Z ERROR vllm_router_rs::routers::http::router: Timeout 600s waiting for hosts '
+     '["http://10.10.10.1:8100", "http://10.10.10.5:8100"] to become healthy. Please set '
+     '--router-worker-startup-timeout-secs (vllm_router.launch_server) or --worker-startup-timeout-secs '
+     '(vllm_worker.router) to a larger value', "router_workers_unreachable"),
+    ("Error: Timeout waiting for workers to become healthy: no workers provided", "router_workers_unreachable"),
+    ("Error: Health check failed for worker: http://10.10.10.5:8100", "router_workers_unreachable"),
+    ('Error: Os { code: 98, kind: AddrInUse, message: "Address already in use" }', "router_port_in_use"),
+    ("error: unexpected argument '--prefill-policy-x' found", "router_bad_argument"),
+    ("error: invalid value 'least_loaded' for '--policy <POLICY>'", "router_bad_argument"),
+    ("error: a value is required for '--port <PORT>' but none was supplied", "router_bad_argument"),
+    ("Error: \"--prefill requires a URL immediately after\"", "router_bad_argument"),
+    ("2026-11-30T23:41:02.553Z  WARN vllm_router_rs::routers::http::pd_router: Failed to proxy request server: "
+     "error sending request for url (http://10.10.10.5:8100/v1/chat/completions)", "router_endpoint_request_failed"),
+]
+
+
+@pytest.mark.parametrize(("line", "expected"), ROUTER_LINES)
+def test_router_failure_lines_are_recognised_on_the_router(line, expected):
+    assert list(sigs.scan_text(line, "vllm", role="router")) == [expected]
+
+
+@pytest.mark.parametrize(("line", "expected"), ROUTER_LINES)
+def test_router_signatures_stay_off_the_engine_ranks(line, expected):
+    # A model rank (or free text of unknown origin) never gets the router's cause and fix.
+    for role in ("head", "worker", "prefill-head", None):
+        assert expected not in sigs.scan_text(line, "vllm", role=role)
+
+
+def test_the_router_port_line_replaces_the_generic_port_finding():
+    line = 'Error: Os { code: 98, kind: AddrInUse, message: "Address already in use" }'
+    assert list(sigs.scan_text(line, "vllm", role="router")) == ["router_port_in_use"]
+    assert list(sigs.scan_text(line, "vllm", role="head")) == ["address_in_use"]
+    # The generic signature still records a different line of the router's log.
+    scanner = sigs.LineScanner("vllm", "router")
+    scanner.feed([line, "OSError: [Errno 98] something else"])
+    assert scanner.found == {"router_port_in_use": line, "address_in_use": "OSError: [Errno 98] something else"}
+
+
+def test_the_router_argument_line_replaces_the_engine_flag_finding():
+    assert list(sigs.scan_text("error: unrecognized arguments: --foo", "vllm", role="router")) == ["unknown_engine_flag"]
+    assert list(sigs.scan_text("error: unexpected argument '--foo' found", "vllm", role="router")) == [
+        "router_bad_argument"]
+
+
+def test_router_findings_say_cause_and_fix_in_the_report():
+    found = sigs.scan_text(ROUTER_LINES[0][0], "vllm", role="router")
+    (match,) = sigs.collect({8: found})
+    text = sigs.describe(match, {8: "spark-01"})
+    assert text.startswith("[router_workers_unreachable] the P/D router could not reach its prefill/decode endpoints: "
+                           "rank 8 (spark-01).")
+    assert "pd.router.args" in text and "--worker-startup-timeout-secs" in text
+    assert match.signature.fatal and match.signature.kind == sigs.ROOT
+    request_failed = sigs.get("router_endpoint_request_failed")
+    assert not request_failed.fatal and request_failed.kind == sigs.CONSEQUENCE
