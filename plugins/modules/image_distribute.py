@@ -508,10 +508,8 @@ class ImageDistributor(DockerManager):
             raise LanekitError("method registry needs registry_ref (the builder's push result, repo@sha256:...).")
         if params["method"] == "stream" and not (params["source"] and params["token"]):
             raise LanekitError("method stream needs source (host:port of image_serve) and token.")
-        if params["method"] == "relay" and not (params["source"] and params["token"] and params["origin_key"]
-                                                and (params["client_name"] or self.host) in params["relay_chain"]):
-            raise LanekitError("method relay needs source (host:port of image_serve), token, origin_key and a relay_chain "
-                               "that names this node (client_name).")
+        if params["method"] == "relay" and not (params["source"] and params["token"] and params["origin_key"]):
+            raise LanekitError("method relay needs source (host:port of image_serve), token and origin_key.")
         before = self.inspect_pin()
         reason = self.pin_problem(before) or ""
         result = {"changed": False, "action": "current", "reason": reason, "pin_before": before,
@@ -528,6 +526,9 @@ class ImageDistributor(DockerManager):
                 self._pull()
                 result.update(changed=True, action="pulled")
             elif params["method"] == "relay":
+                if (params["client_name"] or self.host) not in params["relay_chain"]:
+                    raise LanekitError(f"{self.host} needs {params['ref']} but is not in the relay chain "
+                                       f"({', '.join(params['relay_chain']) or 'empty'}); re-run to re-plan the chain.")
                 node = RelayNode(params, self.host, self.docker.popen, tail, connect_socket)
                 try:
                     result.update(changed=True, action="loaded", bytes=node.run())
