@@ -178,7 +178,7 @@ class RelayWindow:
         return dropped
 
     def _trim(self) -> None:
-        keep = min(min(self.readers.values(), default=self.end), self.end - self.limit)
+        keep = min([*self.readers.values(), self.end - self.limit])
         while self.chunks and self.chunks[0][0] + len(self.chunks[0][1]) <= keep:
             self.chunks.popleft()
         self.base = self.chunks[0][0] if self.chunks else self.end

@@ -18,9 +18,9 @@ description:
     builder pushed it once; every node pulls, digests preserved) and tags it. V(stream) connects to
     M(lanekit.serving.image_serve) on the source node and pipes the C(docker save) stream into
     C(docker load) on this node, node to node, without temporary files anywhere but the source.
-    V(relay) does the same in a chain (O(relay_chain)): this node receives from its predecessor's relay
+    V(relay) does the same in a chain (O(relay_chain)), where this node receives from its predecessor's relay
     (the first node from O(source)), and while it loads the bytes it forwards them to its successor
-    on O(relay_port). A predecessor that stalls for O(relay_stall) seconds or dies is re-routed around:
+    on O(relay_port). A predecessor that stalls for O(relay_stall) seconds or dies is re-routed around;
     this node asks O(source) (which keeps the whole spool) for the rest, from the byte it had reached.
   - With V(relay), every hop is authenticated and digested like V(stream), and the node also checks the
     builder's signature of the whole archive made with its own O(origin_key), which no other node

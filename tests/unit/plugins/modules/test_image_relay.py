@@ -68,7 +68,7 @@ def test_an_origin_signature_is_only_good_for_its_node_and_its_bytes():
 
 def test_the_window_serves_readers_from_their_offset_and_keeps_only_its_limit():
     window = RelayWindow(1 << 20, stall=5)
-    for _ in range(3):
+    for _third in range(3):
         window.append(b"x" * (1 << 19))
     reader = window.join(1 << 19)
     got = window.read(reader, 0.01) + window.read(reader, 0.01)
@@ -192,8 +192,8 @@ def test_a_relay_that_alters_the_bytes_is_caught_and_the_node_loads_from_the_bui
     altered[len(altered) // 2] ^= 0xFF
     window = RelayWindow(64 << 20, stall=5)
     window.append(bytes(altered))
-    window.finish({"total": len(archive), "origin": origin_map(SECRET, names, REF, HASH, len(archive),
-                                                                  hashlib.sha256(archive).hexdigest())})
+    signatures = origin_map(SECRET, names, REF, HASH, len(archive), hashlib.sha256(archive).hexdigest())
+    window.finish({"total": len(archive), "origin": signatures})
     evil = RelayServer(window, "s3cret", "evil", REF, HASH, keepalive=0.2, ack_timeout=10)
     evil_port = free_port()
     evil.listen("127.0.0.1", evil_port)
