@@ -8,6 +8,7 @@ the distribution runs). No timed assertions.
 """
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import time
@@ -92,6 +93,8 @@ def test_a_node_killed_mid_chain_is_reported_and_the_rest_complete(lane_image, c
     ref, content_hash = lane_image
     builder = image_of(BUILDER, ref)
     remove_from_nodes(ref)
+    logs = os.path.join(ROOT, ".sim", "scenario-build_images.yml-*.log")
+    before = set(glob.glob(logs))
     run = run_playbook("build_images.yml", extra=["-e", "image_method=relay"], wait=False)
     killed = ""
     try:
@@ -108,7 +111,8 @@ def test_a_node_killed_mid_chain_is_reported_and_the_rest_complete(lane_image, c
         if run.poll() is None:
             run.kill()
     assert killed, f"the docker load on {KILLED} ended before it could be killed"
-    with open(run.stdout.name, encoding="utf-8") as handle:
+    (log,) = set(glob.glob(logs)) - before
+    with open(log, encoding="utf-8") as handle:
         output = handle.read()
     assert_no_traceback(output)
     text = flat(output)
