@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -143,11 +144,10 @@ DISTRIBUTE_TASK = "Get the image onto the node and prove the node can run it"
 def task_seconds(log_text: str, name: str) -> float:
     """The profile_tasks time of one task (the nodes' transfer and exec probe), 0.0 when absent."""
     for line in log_text.splitlines():
-        if name in line and line.rstrip().endswith("s") and "---" in line:
-            try:
-                return float(line.rstrip().rsplit(" ", 1)[-1].rstrip("s"))
-            except ValueError:
-                continue
+        # TASKS RECAP lines: "role : task name ------- 43.76s" (the dashes pad to a width, down to one)
+        found = re.search(r" -+ (\d+(?:\.\d+)?)s$", line.rstrip())
+        if name in line and found:
+            return float(found.group(1))
     return 0.0
 
 
