@@ -84,7 +84,7 @@ class Loader:
             write_all(self.proc.stdin.fileno(), chunks)
         except OSError:
             self.kill()
-            raise LoadFailed(f"docker load stopped reading the stream: {self.message() or 'it ended without a word'}") from None
+            raise LoadFailed(f"docker load stopped reading the stream: {self.message() or 'it exited without output (killed?)'}") from None
 
     def finish(self) -> tuple[int, str]:
         try:
