@@ -119,9 +119,12 @@ class RelayWindow:
 
     ``append`` blocks while a reader lags more than ``limit`` bytes (back-pressure: the chain runs
     at its slowest link); a reader that makes no progress for ``stall`` seconds is dropped, so one
-    stuck successor cannot stall the node (the successor then re-routes to the builder)."""
+    stuck successor cannot stall the node (the successor then re-routes to the builder).
 
-    def __init__(self, limit: int, stall: float, clock=time.monotonic) -> None:
+    Until the first reader joins (its module may start a few seconds after this node's), ``append``
+    also waits, for at most ``wait_first`` seconds, rather than trim bytes that reader will ask for."""
+
+    def __init__(self, limit: int, stall: float, clock=time.monotonic, wait_first: float = 0.0) -> None:
         self.limit = max(int(limit), CHUNK)
         self.stall = stall
         self.clock = clock
@@ -134,6 +137,7 @@ class RelayWindow:
         self.done: dict | None = None
         self.error = ""
         self._ids = 0
+        self.first_deadline = clock() + wait_first
 
     def join(self, offset: int) -> int:
         with self.cond:
@@ -143,6 +147,7 @@ class RelayWindow:
                 raise RelayBehind(f"offset {offset} is outside the relay's window ({self.base}-{self.end})")
             self._ids += 1
             self.readers[self._ids] = offset
+            self.cond.notify_all()
             return self._ids
 
     def leave(self, reader: int) -> None:
@@ -158,6 +163,8 @@ class RelayWindow:
         dropped = []
         with self.cond:
             since = self.clock()
+            while not self._ids and self.end - self.base >= self.limit and self.clock() < self.first_deadline:
+                self.cond.wait(min(0.5, max(0.01, self.first_deadline - self.clock())))
             slowest = min(self.readers.values(), default=self.end)
             while self.readers and self.end - min(self.readers.values()) > self.limit:
                 now_slowest = min(self.readers.values())

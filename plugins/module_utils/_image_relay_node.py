@@ -125,7 +125,8 @@ class RelayNode:
     def run(self) -> int:
         params = self.params
         _before, after = chain_links(params["relay_chain"], self.me)
-        window = RelayWindow(params["relay_buffer_mib"] << 20, params["relay_stall"])
+        window = RelayWindow(params["relay_buffer_mib"] << 20, params["relay_stall"],
+                             wait_first=params["relay_connect_timeout"] if after is not None else 0.0)
         server = None
         if after is not None:
             server = RelayServer(window, params["token"], self.me, params["ref"], params["content_hash"])

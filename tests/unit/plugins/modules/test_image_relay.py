@@ -8,6 +8,7 @@ import hashlib
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -82,6 +83,26 @@ def test_the_window_serves_readers_from_their_offset_and_keeps_only_its_limit():
     window.abort("load failed")
     with pytest.raises(RelayAborted, match="load failed"):
         window.join(3 << 19)
+
+
+def test_the_window_waits_for_a_late_first_reader_instead_of_trimming_what_it_needs():
+    window = RelayWindow(1 << 20, stall=5, wait_first=10)
+    window.append(b"z" * (1 << 20))
+    late = {}
+
+    def join_late():
+        time.sleep(0.3)
+        late["reader"] = window.join(0)
+
+    joiner = threading.Thread(target=join_late)
+    joiner.start()
+    window.append(b"z" * 10)  # would trim offset 0: waits for the reader instead
+    joiner.join()
+    assert window.base == 0 and window.read(late["reader"], 0.01)[:1] == b"z"
+    nobody = RelayWindow(1 << 20, stall=5, wait_first=0.2)
+    nobody.append(b"z" * (1 << 20))
+    nobody.append(b"z" * (1 << 20))  # nobody came within wait_first: the window moves on
+    assert nobody.base > 0
 
 
 def test_a_reader_that_stalls_is_dropped_instead_of_stalling_the_node():
