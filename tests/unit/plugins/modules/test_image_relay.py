@@ -120,7 +120,7 @@ def test_a_reader_that_stalls_is_dropped_instead_of_stalling_the_node():
 def relay_params(port, names, relay_ports, me):
     return dict(method="relay", delta=False, relay_chain=names, relay_bind="127.0.0.1",
                 relay_port=relay_ports[me], relay_peers={n: f"127.0.0.1:{p}" for n, p in relay_ports.items()},
-                relay_stall=3.0, relay_connect_timeout=5, relay_buffer_mib=1, origin_key=origin_key(SECRET, me),
+                relay_stall=10.0, relay_connect_timeout=10, relay_buffer_mib=1, origin_key=origin_key(SECRET, me),
                 source=f"127.0.0.1:{port}")
 
 
