@@ -19,13 +19,22 @@ then prints both times, the ratio, and the re-run's share of one serial transfer
 and the simulated cluster's containers are contacted. The benchmark image and its lock live
 under .sim/bench and are removed from the nodes at the end (``--keep`` keeps them).
 
-    .venv/bin/python benchmarks/bench_distribute.py [--blob-mib 1024] [--method stream|registry]
+With ``--link-mbit N`` it measures the link-bound regime instead: it caps every node's and the
+registry's egress at N Mbit/s (tests/sim/playbooks/sim_links.yml), then in one run times serial
+``docker save | docker load`` over the capped fabric (the builder sends, each node loads, one after
+another; each of those is one single-node transfer), the registry (push once, pull everywhere),
+the parallel stream from the builder (star) and the relay (chain), and prints each time and its
+ratio to one single-node transfer. The caps are removed at the end, also on failure.
+
+    .venv/bin/python benchmarks/bench_distribute.py [--blob-mib 1024] [--method stream|registry|relay]
+    .venv/bin/python benchmarks/bench_distribute.py --link-mbit 100 --blob-mib 128
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -129,6 +138,19 @@ def write_playbook() -> str:
     return path
 
 
+DISTRIBUTE_TASK = "Get the image onto the node and prove the node can run it"
+
+
+def task_seconds(log_text: str, name: str) -> float:
+    """The profile_tasks time of one task (the nodes' transfer and exec probe), 0.0 when absent."""
+    for line in log_text.splitlines():
+        # TASKS RECAP lines: "role : task name ------- 43.76s" (the dashes pad to a width, down to one)
+        found = re.search(r" -+ (\d+(?:\.\d+)?)s$", line.rstrip())
+        if name in line and found:
+            return float(found.group(1))
+    return 0.0
+
+
 def run_role(playbook: str, plan_image: dict, method: str, label: str, delta: bool = True) -> tuple[float, str]:
     extra = {
         "image_stream_delta": delta,
@@ -194,6 +216,101 @@ def serial_save_load(ref: str) -> list[float]:
     return times
 
 
+# Serial over the fabric: the builder sends `docker save` on a TCP port, the node pipes what it
+# receives into `docker load` (what `ssh builder docker save | ssh node docker load` does), so the
+# bytes cross the capped links. (docker exec pipes would bypass them through the host.)
+SEND_SCRIPT = r"""
+import socket, subprocess, sys
+listener = socket.create_server(("0.0.0.0", int(sys.argv[1])))
+conn, _addr = listener.accept()
+save = subprocess.Popen(["docker", "save", sys.argv[2]], stdout=subprocess.PIPE)
+while True:
+    chunk = save.stdout.read(1 << 20)
+    if not chunk:
+        break
+    conn.sendall(chunk)
+conn.close()
+sys.exit(save.wait())
+"""
+RECEIVE_SCRIPT = r"""
+import socket, subprocess, sys, time
+for _attempt in range(100):
+    try:
+        conn = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+        break
+    except OSError:
+        time.sleep(0.2)
+load = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+while True:
+    chunk = conn.recv(1 << 20)
+    if not chunk:
+        break
+    load.stdin.write(chunk)
+load.stdin.close()
+sys.exit(load.wait())
+"""
+FABRIC_BUILDER = "172.31.213.11"
+SERIAL_PORT = 47190
+
+
+def fabric_save_load(ref: str, node: str) -> float:
+    start = time.monotonic()
+    send = subprocess.Popen(["docker", "exec", CONTAINER.format(BUILDER), "python3", "-c", SEND_SCRIPT,
+                             str(SERIAL_PORT), ref], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    receive = subprocess.run(["docker", "exec", CONTAINER.format(node), "python3", "-c", RECEIVE_SCRIPT,
+                              FABRIC_BUILDER, str(SERIAL_PORT)], capture_output=True, text=True, check=False)
+    send_rc = send.wait(timeout=600)
+    if send_rc != 0 or receive.returncode != 0:
+        raise SystemExit(f"serial save|load to {node} over the fabric failed: {receive.stderr.strip()[-500:]} "
+                         f"{send.stderr.read().decode(errors='replace')[-500:]}")
+    return time.monotonic() - start
+
+
+def set_links(mbit: int) -> None:
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    done = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"),
+                           os.path.join(REPO, "tests", "sim", "playbooks", "sim_links.yml"),
+                           "-e", f"sim_cluster_link_mbit={mbit}"], cwd=REPO, env=env, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"could not set the link caps to {mbit} Mbit/s:\n" + "\n".join(done.stdout.splitlines()[-15:]))
+    log(f"links capped at {mbit} Mbit/s" if mbit else "link caps removed")
+
+
+def link_bound(args, playbook: str, plan_image: dict, ref: str, size: int) -> int:
+    """Serial, registry, star and relay over links capped at --link-mbit, in one run."""
+    set_links(args.link_mbit)
+    remove_everywhere_but_builder(ref)
+    log("serial docker save | docker load over the fabric, one node after another")
+    serial = []
+    for node in NODES[1:]:
+        serial.append(fabric_save_load(ref, node))
+        log(f"  serial: {node} loaded in {serial[-1]:.1f} s")
+    one = sorted(serial)[len(serial) // 2]
+    rows = [("serial save|load (7 transfers)", sum(serial), sum(serial))]
+    for method, label in (("registry", "registry push once, pull everywhere"), ("stream", "star: parallel stream"),
+                          ("relay", "relay: chain")):
+        remove_everywhere_but_builder(ref)
+        log(f"collection, method {method}: 7 nodes lack the image")
+        seconds, recap = run_role(playbook, plan_image, method, f"link-{method}")
+        log(recap)
+        with open(os.path.join(WORK, f"link-{method}.log"), encoding="utf-8") as handle:
+            fill = task_seconds(handle.read(), DISTRIBUTE_TASK)
+        rows.append((label, seconds, fill or seconds))
+    log("")
+    log(f"image {ref}, {size / (1 << 30):.2f} GiB (docker's size; the stream carries the whole save), "
+        f"{len(NODES) - 1} nodes from {BUILDER}, links capped at {args.link_mbit} Mbit/s")
+    log(f"one single-node transfer (median of the serial ones): {one:7.1f} s")
+    log(f"{'method':40s} {'playbook':>9s} {'fill':>8s} {'fill / one transfer':>20s}")
+    for label, seconds, fill in rows:
+        log(f"{label:40s} {seconds:8.1f}s {fill:7.1f}s {fill / one:19.2f}x")
+    log("fill: the nodes' transfer and exec probe (profile_tasks of the distribute task); serial: the sum of transfers.")
+    relay = rows[-1][2]
+    log(f"relay vs serial: {rows[0][2] / relay:.2f}x faster; vs star: {rows[2][2] / relay:.2f}x; "
+        f"vs registry: {rows[1][2] / relay:.2f}x; goal: fill within 1.5x of one transfer -> {relay / one:.2f}x")
+    return 0
+
+
 def image_bytes(ref: str) -> int:
     done = docker_exec(BUILDER, "image", "inspect", "--format", "{{.Size}}", ref)
     return int(done.stdout.strip())
@@ -202,7 +319,9 @@ def image_bytes(ref: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--blob-mib", type=int, default=1024, help="random payload in MiB (default 1024)")
-    parser.add_argument("--method", choices=["stream", "registry"], default="stream")
+    parser.add_argument("--method", choices=["stream", "registry", "relay"], default="stream")
+    parser.add_argument("--link-mbit", type=int, default=0,
+                        help="cap every simulated link at N Mbit/s and compare serial, registry, star and relay")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark image on the nodes")
     parser.add_argument("--no-delta", action="store_true",
                         help="stream whole images even where a node holds the bottom layers (image_stream_delta=false)")
@@ -222,6 +341,15 @@ def main() -> int:
     log(f"  image size {size / (1 << 30):.2f} GiB")
     if size < (1 << 30):
         log("  warning: the image is smaller than 1 GiB; raise --blob-mib")
+
+    if args.link_mbit:
+        try:
+            return link_bound(args, playbook, plan_image, ref, size)
+        finally:
+            set_links(0)
+            if not args.keep:
+                remove_everywhere_but_builder(ref)
+                docker_exec(BUILDER, "image", "rm", "--force", ref, check=False)
 
     remove_everywhere_but_builder(ref)
     log("collection: fresh nodes (7 lack the image)")

@@ -194,8 +194,10 @@ class StreamMac:
         self._mac.update(payload)
         return head + payload
 
-    def end_frame(self) -> bytes:
-        return json_frame(END, {"bytes": self.data_bytes, "mac": self._mac.hexdigest()})
+    def end_frame(self, extra: dict | None = None) -> bytes:
+        # ``extra`` (the relay's origin signatures) rides along; it is not under this hop's digest
+        # because each entry is a signature of its own.
+        return json_frame(END, dict(extra or {}, bytes=self.data_bytes, mac=self._mac.hexdigest()))
 
     def check_end(self, end: dict) -> None:
         if end.get("bytes") != self.data_bytes:

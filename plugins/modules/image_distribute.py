@@ -18,6 +18,14 @@ description:
     builder pushed it once; every node pulls, digests preserved) and tags it. V(stream) connects to
     M(lanekit.serving.image_serve) on the source node and pipes the C(docker save) stream into
     C(docker load) on this node, node to node, without temporary files anywhere but the source.
+    V(relay) does the same in a chain (O(relay_chain)), where this node receives from its predecessor's relay
+    (the first node from O(source)), and while it loads the bytes it forwards them to its successor
+    on O(relay_port). A predecessor that stalls for O(relay_stall) seconds or dies is re-routed around;
+    this node asks O(source) (which keeps the whole spool) for the rest, from the byte it had reached.
+  - With V(relay), every hop is authenticated and digested like V(stream), and the node also checks the
+    builder's signature of the whole archive made with its own O(origin_key), which no other node
+    holds, so a relaying node cannot feed it anything the builder did not send. Delta (O(delta)) is
+    not used with V(relay).
   - The stream is refused unless the source proves it holds the run's secret, unless the keyed digest
     of the whole stream matches, and unless the archive names exactly O(ref) and an image with the
     pinned content hash, layers (O(rootfs)) and configuration (O(config)). The archive's manifests are
@@ -56,8 +64,9 @@ options:
     description:
       - V(registry) pulls O(registry_ref).
       - V(stream) loads the stream served by O(source).
+      - V(relay) loads the stream from the predecessor in O(relay_chain) and forwards it to the successor.
     type: str
-    choices: [registry, stream]
+    choices: [registry, stream, relay]
     required: true
   registry_ref:
     description: C(<registry>/lanekit/<name>@sha256:<digest>); required with O(method=registry).
@@ -71,9 +80,45 @@ options:
         source to prove it holds it before anything else, and proves it in turn (HMAC over fresh nonces).
     type: str
   client_name:
-    description: How this node names itself to the source (for the source's report).
+    description: How this node names itself to the source (for the source's report); with V(relay) its name in O(relay_chain).
     type: str
     default: ""
+  relay_chain:
+    description: With O(method=relay), the nodes in chain order (the builder not included); this node is one of them.
+    type: list
+    elements: str
+    default: []
+  relay_peers:
+    description: With O(method=relay), C(host:port) of each chain node's relay listener, by name.
+    type: dict
+    default: {}
+  relay_bind:
+    description: With O(method=relay), the address this node's relay listener binds (when it has a successor).
+    type: str
+    default: 0.0.0.0
+  relay_port:
+    description: With O(method=relay), the port of this node's relay listener.
+    type: int
+    default: 47111
+  relay_stall:
+    description: With O(method=relay), seconds without a frame from the predecessor after which this node re-routes to O(source).
+    type: float
+    default: 15.0
+  relay_connect_timeout:
+    description: With O(method=relay), seconds to keep trying to reach the predecessor's relay before re-routing to O(source).
+    type: int
+    default: 20
+  relay_buffer_mib:
+    description:
+      - With O(method=relay), the window of the stream (MiB, in memory) kept for the successor; a successor more than
+        this far behind for O(relay_stall) seconds is dropped and re-routes to O(source).
+    type: int
+    default: 128
+  origin_key:
+    description:
+      - With O(method=relay), this node's key for the builder's signature of the archive, C(sha256("<origin secret>:<client_name>"))
+        of the secret given only to M(lanekit.serving.image_serve) (O(lanekit.serving.image_serve#module:origin_secret)).
+    type: str
   delta:
     description:
       - With O(method=stream), tell the source which layer stacks this node already holds, so the
@@ -171,6 +216,16 @@ bytes:
   description: Bytes received from the stream (V(stream) only; 0 otherwise).
   returned: always
   type: int
+rerouted:
+  description: With V(relay), the predecessors this node re-routed around, C({node, reason}).
+  returned: always
+  type: list
+  elements: dict
+relayed:
+  description: With V(relay), what this node's relay listener served to its successor, C({client, offset, bytes, loaded, error}).
+  returned: always
+  type: list
+  elements: dict
 skipped_layers:
   description: Bottom layers of the image that the stream left out because this node held them.
   returned: always
@@ -215,6 +270,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_module imp
     run_docker_module,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image_relay_node import RelayNode, connect_socket
 from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
     AUTH,
     DATA,
@@ -436,8 +492,11 @@ class ImageDistributor(DockerManager):
         text = {"current": "already current", "retagged": "re-tagged a local copy", "pulled": "pulled by digest",
                 "would-fetch": "would fetch the image", "would-retag": "would re-tag a local copy"}.get(result["action"])
         if result["action"] == "loaded":
-            text = (f"loaded {result['bytes'] / (1 << 20):.1f} MiB from the stream in {result['seconds']} s"
+            via = "relay" if self.params["method"] == "relay" else "stream"
+            text = (f"loaded {result['bytes'] / (1 << 20):.1f} MiB from the {via} in {result['seconds']} s"
                     + (f" ({result['skipped_layers']} bottom layers already present)" if result["skipped_layers"] else ""))
+        if result.get("rerouted"):
+            text += "; re-routed around " + ", ".join(f"{item['node']} ({item['reason'][:120]})" for item in result["rerouted"])
         probe = result.get("probe") or {}
         if probe:
             text += f"; runs it (probe {probe.get('attempts')} attempt(s), {probe.get('seconds')} s)"
@@ -449,10 +508,12 @@ class ImageDistributor(DockerManager):
             raise LanekitError("method registry needs registry_ref (the builder's push result, repo@sha256:...).")
         if params["method"] == "stream" and not (params["source"] and params["token"]):
             raise LanekitError("method stream needs source (host:port of image_serve) and token.")
+        if params["method"] == "relay" and not (params["source"] and params["token"] and params["origin_key"]):
+            raise LanekitError("method relay needs source (host:port of image_serve), token and origin_key.")
         before = self.inspect_pin()
         reason = self.pin_problem(before) or ""
         result = {"changed": False, "action": "current", "reason": reason, "pin_before": before,
-                  "bytes": 0, "skipped_layers": 0, "seconds": 0.0, "probe": {}}
+                  "bytes": 0, "skipped_layers": 0, "seconds": 0.0, "probe": {}, "rerouted": [], "relayed": []}
         start = time.monotonic()
         if reason:
             untagged = self.local_copy()
@@ -464,6 +525,15 @@ class ImageDistributor(DockerManager):
             elif params["method"] == "registry":
                 self._pull()
                 result.update(changed=True, action="pulled")
+            elif params["method"] == "relay":
+                if (params["client_name"] or self.host) not in params["relay_chain"]:
+                    raise LanekitError(f"{self.host} needs {params['ref']} but is not in the relay chain "
+                                       f"({', '.join(params['relay_chain']) or 'empty'}); re-run to re-plan the chain.")
+                node = RelayNode(params, self.host, self.docker.popen, tail, connect_socket)
+                try:
+                    result.update(changed=True, action="loaded", bytes=node.run())
+                finally:
+                    result.update(rerouted=node.rerouted, relayed=node.served)
             else:
                 result.update(changed=True, action="loaded", bytes=self._stream(),
                               skipped_layers=self.skipped_layers)
@@ -496,7 +566,7 @@ class ImageDistributor(DockerManager):
 def main() -> None:
     run_docker_module(ImageDistributor, dict(
         pin_options(),
-        method=dict(type="str", choices=["registry", "stream"], required=True),
+        method=dict(type="str", choices=["registry", "stream", "relay"], required=True),
         registry_ref=dict(type="str"),
         source=dict(type="str"),
         token=dict(type="str", no_log=True),
@@ -504,10 +574,19 @@ def main() -> None:
         connect_timeout=dict(type="int", default=120),
         stream_timeout=dict(type="float", default=120.0),
         delta=dict(type="bool", default=True),
+        relay_chain=dict(type="list", elements="str", default=[]),
+        relay_peers=dict(type="dict", default={}),
+        relay_bind=dict(type="str", default="0.0.0.0"),
+        relay_port=dict(type="int", default=47111),
+        relay_stall=dict(type="float", default=15.0),
+        relay_connect_timeout=dict(type="int", default=20),
+        relay_buffer_mib=dict(type="int", default=128),
+        origin_key=dict(type="str", no_log=True),
         probe=dict(type="str", choices=["arrival", "always", "never"], default="always"),
         probe_command=dict(type="list", elements="str", default=["/bin/sh", "-c", "true"]),
         probe_timeout=dict(type="int", default=120),
-    ), required_if=[("method", "registry", ("registry_ref",)), ("method", "stream", ("source", "token"))])
+    ), required_if=[("method", "registry", ("registry_ref",)), ("method", "stream", ("source", "token")),
+                    ("method", "relay", ("source", "token", "origin_key"))])
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ description:
     layers that are present without opening their file. While the save runs the server sends
     keep-alive frames, so the target waits as long as the save takes. A target whose load of such a
     shortened stream fails asks again for the whole stream.
+  - For the relay (M(lanekit.serving.image_distribute) with C(method=relay)) it serves the first node of the
+    chain, and any node that re-routes around a failed predecessor, from the byte that node asks for
+    (the spool holds the whole save). With O(origin_secret) it signs the whole archive for each node of
+    O(origin_nodes) with that node's own key, in the stream's end frame; relays pass it on unchanged.
   - Exits when O(clients) targets have finished (loaded, or failed for good), after O(idle_timeout)
     seconds without any connection, or after O(max_seconds); the spool file is then deleted, and a
     spool left in O(spool_dir) by a server that was killed is deleted when the next one starts.
@@ -94,6 +98,20 @@ options:
     description: Most connections served at once; more are closed at once. V(0) means O(clients) + 8.
     type: int
     default: 0
+  origin_secret:
+    description:
+      - With the relay, the secret only this server receives; each node's key is C(sha256("<origin_secret>:<name>")).
+    type: str
+  origin_nodes:
+    description: With the relay, the names of the chain's nodes to sign the archive for (with O(origin_secret)).
+    type: list
+    elements: str
+    default: []
+  stop_file:
+    description:
+      - With the relay, the role creates this file once every node has finished; the server then exits. (Relayed nodes
+        never connect here unless they re-route, so O(clients) cannot end it.)
+    type: path
   keepalive:
     description: Seconds between keep-alive frames while a target waits (for the save to finish, or for more data).
     type: float
@@ -162,8 +180,6 @@ seconds:
 import json
 import os
 import socket
-import subprocess
-import tarfile
 import threading
 import time
 
@@ -173,7 +189,6 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     DockerCLI,
     chain_ids,
     image_pin,
-    tail,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
     DockerManager,
@@ -182,6 +197,13 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_module imp
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import origin_map
+from ansible_collections.lanekit.serving.plugins.module_utils._image_spool import (  # noqa: F401 - stale_spools is part of this module's surface
+    CHUNK,
+    SPOOL_PREFIX,
+    SaveSpool,
+    stale_spools,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
     AUTH,
     DATA,
@@ -198,126 +220,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_stream impo
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
-CHUNK = 4 << 20
-SPOOL_PREFIX = "stream-"
 AUTH_TIMEOUT = 15.0
-
-
-def stale_spools(spool_dir: str, alive=None) -> list:
-    """Spool files in ``spool_dir`` left by a server that no longer runs (its pid is in the name)."""
-    alive = alive or (lambda pid: os.path.exists(f"/proc/{pid}"))
-    found = []
-    for name in sorted(os.listdir(spool_dir)):
-        if not (name.startswith(SPOOL_PREFIX) and name.endswith(".tar")):
-            continue
-        pid = name[:-4].rpartition("-")[2]
-        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
-            found.append(os.path.join(spool_dir, name))
-    return found
-
-
-class SaveSpool:
-    """``docker save`` into a file that readers follow while it grows."""
-
-    def __init__(self, docker: DockerCLI, ref: str, path: str) -> None:
-        self.docker = docker
-        self.ref = ref
-        self.path = path
-        self.cond = threading.Condition()
-        self.written = 0
-        self.done = False
-        self.error = ""
-        self.seconds = 0.0
-        self.index = None
-        self.index_lock = threading.Lock()
-        self.thread = threading.Thread(target=self._run, name="docker-save", daemon=True)
-
-    def start(self) -> None:
-        # The file exists before any target connects; readers wait for it to grow.
-        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-        self.thread.start()
-
-    def _run(self) -> None:
-        start = time.monotonic()
-        try:
-            proc = self.docker.popen(["image", "save", self.ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            fd = os.open(self.path, os.O_WRONLY)
-            try:
-                while True:
-                    chunk = proc.stdout.read1(CHUNK) if hasattr(proc.stdout, "read1") else proc.stdout.read(CHUNK)
-                    if not chunk:
-                        break
-                    view = memoryview(chunk)
-                    while view:
-                        written = os.write(fd, view)
-                        view = view[written:]
-                    with self.cond:
-                        self.written += len(chunk)
-                        self.cond.notify_all()
-            finally:
-                os.close(fd)
-            err = proc.stderr.read()
-            if proc.wait() != 0:
-                self.error = f"docker save {self.ref} failed (exit {proc.returncode}): {tail(err, 5)}"
-        except OSError as exc:
-            self.error = f"docker save {self.ref} could not be spooled to {self.path}: {exc}"
-        with self.cond:
-            self.done = True
-            self.seconds = round(time.monotonic() - start, 2)
-            self.cond.notify_all()
-
-    def wait_beyond(self, offset: int, timeout: float) -> tuple[int, bool, str]:
-        with self.cond:
-            if self.written <= offset and not self.done:
-                self.cond.wait(timeout)
-            return self.written, self.done, self.error
-
-    def wait_done(self, timeout: float) -> bool:
-        with self.cond:
-            self.cond.wait_for(lambda: self.done, timeout)
-            return self.done and not self.error
-
-    def _index(self) -> dict | None:
-        """Members of the finished save (name, byte range, link) and the manifest's layer paths."""
-        with self.index_lock:
-            if self.index is None:
-                try:
-                    with tarfile.open(self.path, "r:") as tar:
-                        members = tar.getmembers()
-                        handle = tar.extractfile("manifest.json")
-                        manifest = json.load(handle) if handle else None
-                    entries = []
-                    for number, member in enumerate(members):
-                        end = (members[number + 1].offset if number + 1 < len(members)
-                               else member.offset_data + (member.size + 511) // 512 * 512)
-                        link = ""
-                        if member.issym():
-                            link = os.path.normpath(os.path.join(os.path.dirname(member.name), member.linkname))
-                        entries.append((os.path.normpath(member.name), member.offset, end, link))
-                    layers = (manifest[0].get("Layers") if isinstance(manifest, list) and len(manifest) == 1 else None)
-                    self.index = {"entries": entries, "layers": [os.path.normpath(p) for p in layers or []]}
-                except (OSError, tarfile.TarError, ValueError, KeyError, IndexError, AttributeError):
-                    self.index = {"entries": [], "layers": []}
-            return self.index if self.index["entries"] else None
-
-    def delta_ranges(self, skip: int, layer_count: int) -> list | None:
-        """Byte ranges of the save without the layer files of the ``skip`` bottom layers, or None
-        when the save's layout is not understood (the caller then sends everything)."""
-        index = self._index()
-        if not index or len(index["layers"]) != layer_count:
-            return None
-        skipped = set(index["layers"][:skip]) - set(index["layers"][skip:])
-        kept_links = {link for name, _start, _end, link in index["entries"] if link and name not in skipped}
-        skipped -= kept_links
-        ranges: list = []
-        for name, start, end, _link in index["entries"]:
-            if name in skipped:
-                continue
-            if ranges and ranges[-1][1] == start:
-                ranges[-1] = (ranges[-1][0], end)
-            else:
-                ranges.append((start, end))
-        return ranges
 
 
 class ImageServer(DockerManager):
@@ -415,17 +318,19 @@ class ImageServer(DockerManager):
                     f"not {str(request.get('content_hash'))[:12]}")}))
                 record["error"] = "asked for another image"
                 return
-            skip = self._present_layers(request.get("have"))
+            # A relayed node that re-routes asks for the rest of the stream from the byte it reached.
+            start_at = max(0, int(request.get("offset") or 0))
+            skip = 0 if start_at else self._present_layers(request.get("have"))
             ranges = self._wait_for_delta(conn, mac, spool, skip) if skip else None
             record["skipped_layers"] = skip if ranges is not None else 0
             conn.sendall(mac.frame(HEADER, json.dumps(
                 {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"],
-                 "skipped_layers": record["skipped_layers"]}, sort_keys=True).encode("utf-8")))
+                 "skipped_layers": record["skipped_layers"], "offset": start_at}, sort_keys=True).encode("utf-8")))
             conn.settimeout(600)
             if ranges is not None:
                 self._send_ranges(conn, mac, spool, ranges)
             else:
-                offset = 0
+                offset = start_at
                 with open(spool.path, "rb") as handle:
                     while True:
                         end, done, error = spool.wait_beyond(offset, self.params["keepalive"])
@@ -442,7 +347,12 @@ class ImageServer(DockerManager):
                         else:
                             conn.sendall(mac.frame(KEEPALIVE))
             record["bytes"] = mac.data_bytes
-            conn.sendall(mac.end_frame())
+            extra = {}
+            if self.params.get("origin_secret") and ranges is None:
+                extra = {"total": spool.written, "origin": origin_map(
+                    self.params["origin_secret"], self.params["origin_nodes"], self.params["ref"],
+                    self.params["content_hash"], spool.written, spool.sha256)}
+            conn.sendall(mac.end_frame(extra))
             conn.settimeout(self.params["max_seconds"])
             ack = read_json(conn, AUTH)
             if ack.get("mac") != ack_mac(key, ack):
@@ -529,6 +439,8 @@ class ImageServer(DockerManager):
                     active, idle = self.active, time.monotonic() - self.last_activity
                 if finished >= params["clients"] or time.monotonic() - start > params["max_seconds"]:
                     break
+                if params.get("stop_file") and os.path.exists(params["stop_file"]) and active == 0:
+                    break
                 if active == 0 and idle > params["idle_timeout"]:
                     break
                 if spool.done and spool.error and active == 0:
@@ -588,6 +500,9 @@ def main() -> None:
         ready_file=dict(type="path"),
         max_connections=dict(type="int", default=0),
         keepalive=dict(type="float", default=5.0),
+        origin_secret=dict(type="str", no_log=True),
+        origin_nodes=dict(type="list", elements="str", default=[]),
+        stop_file=dict(type="path"),
     ))
 
 

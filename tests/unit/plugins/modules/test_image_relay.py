@@ -1,0 +1,230 @@
+"""The image relay (module_utils/_image_relay.py, _image_relay_node.py; image_distribute method=relay):
+the chain's links and re-route order, the builder's per-node origin signatures, the relay window, and
+a chain builder -> node-0 -> node-1 -> node-2 end to end over loopback, with a node whose docker load
+dies mid-chain and a relay that alters the bytes."""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import (
+    BUILDER,
+    RelayAborted,
+    RelayBehind,
+    RelayServer,
+    RelayWindow,
+    chain_links,
+    check_origin,
+    origin_key,
+    origin_map,
+    relay_sources,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import StreamError, StreamRefused
+from tests.unit.plugins.modules.test_image_distribute import (
+    HASH,
+    REF,
+    LoadingNode,
+    free_port,
+    save_argv,
+    start_server,
+)
+
+SECRET = "o" * 64
+BLOB = 3 << 20
+
+
+# -- pure logic -----------------------------------------------------------------------------------
+def test_chain_links_and_the_re_route_order():
+    chain = ["n1", "n2", "n3"]
+    assert chain_links(chain, "n1") == (None, "n2")
+    assert chain_links(chain, "n2") == ("n1", "n3")
+    assert chain_links(chain, "n3") == ("n2", None)
+    with pytest.raises(StreamError, match="not in the relay chain"):
+        chain_links(chain, "n9")
+    peers = {"n1": "10.0.0.1:47111", "n2": "10.0.0.2:47111"}
+    assert relay_sources(chain, "n1", peers, "b:47110") == [(BUILDER, "b:47110")]
+    # The predecessor first, then the builder, which holds the whole spool.
+    assert relay_sources(chain, "n3", peers, "b:47110") == [("n2", "10.0.0.2:47111"), (BUILDER, "b:47110")]
+
+
+def test_an_origin_signature_is_only_good_for_its_node_and_its_bytes():
+    digest = hashlib.sha256(b"archive").hexdigest()
+    end = {"total": 7, "origin": origin_map(SECRET, ["n1", "n2"], REF, HASH, 7, digest)}
+    check_origin(end, "n2", origin_key(SECRET, "n2"), REF, HASH, 7, digest, "n1")
+    # n1 holds its own key, not n2's: it cannot sign altered bytes for n2.
+    with pytest.raises(StreamRefused, match="relayed by n1 is not the one the builder sent"):
+        check_origin(end, "n2", origin_key(SECRET, "n2"), REF, HASH, 7, hashlib.sha256(b"archivE").hexdigest(), "n1")
+    with pytest.raises(StreamRefused, match="not the one the builder sent"):
+        check_origin(end, "n2", origin_key(SECRET, "n1"), REF, HASH, 7, digest, "n1")
+    with pytest.raises(StreamRefused, match="announced 7 bytes"):
+        check_origin(end, "n2", origin_key(SECRET, "n2"), REF, HASH, 8, digest, "n1")
+    assert origin_key(SECRET, "n1") == hashlib.sha256(f"{SECRET}:n1".encode()).hexdigest()  # the role's Jinja
+
+
+def test_the_window_serves_readers_from_their_offset_and_keeps_only_its_limit():
+    window = RelayWindow(1 << 20, stall=5)
+    for _third in range(3):
+        window.append(b"x" * (1 << 19))
+    reader = window.join(1 << 19)
+    got = window.read(reader, 0.01) + window.read(reader, 0.01)
+    assert got == b"x" * (1 << 20)  # from its offset to the end
+    assert window.read(reader, 0.01) is None  # nothing new yet: a keep-alive
+    window.finish({"total": 3 << 19})
+    assert window.read(reader, 0.01) == b""
+    window.leave(reader)
+    with pytest.raises(RelayBehind):
+        window.join(0)  # trimmed: that successor must ask the builder
+    window.abort("load failed")
+    with pytest.raises(RelayAborted, match="load failed"):
+        window.join(3 << 19)
+
+
+def test_the_window_waits_for_a_late_first_reader_instead_of_trimming_what_it_needs():
+    window = RelayWindow(1 << 20, stall=5, wait_first=10)
+    window.append(b"z" * (1 << 20))
+    late = {}
+
+    def join_late():
+        time.sleep(0.3)
+        late["reader"] = window.join(0)
+
+    joiner = threading.Thread(target=join_late)
+    joiner.start()
+    window.append(b"z" * 10)  # would trim offset 0: waits for the reader instead
+    joiner.join()
+    assert window.base == 0 and window.read(late["reader"], 0.01)[:1] == b"z"
+    nobody = RelayWindow(1 << 20, stall=5, wait_first=0.2)
+    nobody.append(b"z" * (1 << 20))
+    nobody.append(b"z" * (1 << 20))  # nobody came within wait_first: the window moves on
+    assert nobody.base > 0
+
+
+def test_a_reader_that_stalls_is_dropped_instead_of_stalling_the_node():
+    window = RelayWindow(1 << 20, stall=0.3)
+    reader = window.join(0)
+    window.append(b"y" * (1 << 20))
+    window.append(b"y" * 10)  # now more than the limit ahead of the reader
+    assert window.append(b"y" * 10) == [reader]  # waited the stall, then dropped it
+    assert reader in window.dropped
+    with pytest.raises(RelayAborted, match="dropped"):
+        window.read(reader, 0.01)
+
+
+# -- the chain end to end over loopback ---------------------------------------------------------
+def relay_params(port, names, relay_ports, me):
+    return dict(method="relay", delta=False, relay_chain=names, relay_bind="127.0.0.1",
+                relay_port=relay_ports[me], relay_peers={n: f"127.0.0.1:{p}" for n, p in relay_ports.items()},
+                relay_stall=10.0, relay_connect_timeout=10, relay_buffer_mib=1, origin_key=origin_key(SECRET, me),
+                source=f"127.0.0.1:{port}")
+
+
+def run_chain(tmp_path, names, loads=None, stop=True):
+    port = free_port()
+    stop_file = tmp_path / "stop"
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(blob_size=BLOB), clients=len(names),
+                                            blob_size=BLOB, origin_secret=SECRET, origin_nodes=names,
+                                            stop_file=str(stop_file), idle_timeout=30)
+    relay_ports = {name: free_port() for name in names}
+    nodes = {name: LoadingNode(tmp_path, name, blob_size=BLOB) for name in names}
+    results = {}
+
+    def run(name):
+        try:
+            extra = relay_params(port, names, relay_ports, name)
+            if loads and name in loads:
+                results[name] = nodes[name].run_with_load(port, loads[name], **extra)
+            else:
+                results[name] = nodes[name].run(port, **extra)
+        except LanekitError as err:
+            results[name] = {"error": str(err)}
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in names]
+    for worker in threads:
+        worker.start()
+    for worker in threads:
+        worker.join(timeout=90)
+    if stop:
+        stop_file.write_text("")
+    thread.join(timeout=30)
+    return nodes, results, outcome
+
+
+def _run_with_load(self, port, load, **extra):
+    """LoadingNode.run with another docker load (a failing one)."""
+    from ansible_collections.lanekit.serving.plugins.modules.image_distribute import ImageDistributor
+    from tests.unit.helpers.docker import FakeModule
+    from tests.unit.plugins.modules.test_image_distribute import StreamDocker
+    params = dict(ref=REF, content_hash=HASH, rootfs=self.pin["rootfs"], config=self.pin["config"],
+                  registry_ref=None, token="s3cret", client_name=self.name, connect_timeout=10, stream_timeout=10,
+                  probe="arrival", probe_command=["/bin/sh", "-c", "true"], probe_timeout=10, docker_cli=None)
+    params.update(extra)
+    self.module = FakeModule(params, responder=self.responder)
+    return ImageDistributor(self.module, StreamDocker(self.module, lambda args: load)).run()
+
+
+LoadingNode.run_with_load = _run_with_load
+
+
+def test_a_chain_loads_every_node_and_the_builder_serves_only_the_first(tmp_path):
+    names = ["node-0", "node-1", "node-2"]
+    nodes, results, outcome = run_chain(tmp_path, names)
+    for name in names:
+        assert results[name].get("action") == "loaded", results[name]
+        assert nodes[name].tagged() == [REF]
+        assert results[name]["bytes"] > BLOB and results[name]["rerouted"] == []
+    assert [item["client"] for item in outcome["served"]] == ["node-0"]
+    assert [item["client"] for item in results["node-0"]["relayed"]] == ["node-1"]
+    assert results["node-1"]["relayed"][0]["loaded"] is True
+    assert "loaded" in results["node-2"]["summary"] and "from the relay" in results["node-2"]["summary"]
+
+
+def test_a_node_whose_load_dies_mid_chain_fails_by_name_and_the_rest_re_route(tmp_path):
+    names = ["node-0", "node-1", "node-2"]
+    # docker load on node-1 reads 256 KiB of the archive and dies.
+    dying = [sys.executable, "-c", "import sys, time; sys.stdin.buffer.read(262144); sys.exit(1)"]
+    nodes, results, outcome = run_chain(tmp_path, names, loads={"node-1": dying})
+    assert "docker load on" in results["node-1"]["error"] and "re-route to the builder" in results["node-1"]["error"]
+    assert not nodes["node-1"].tagged()
+    for name in ("node-0", "node-2"):
+        assert results[name].get("action") == "loaded", results[name]
+        assert nodes[name].tagged() == [REF]
+    assert [item["node"] for item in results["node-2"]["rerouted"]] == ["node-1"]
+    assert "re-routed around node-1" in results["node-2"]["summary"]
+    assert sorted(item["client"] for item in outcome["served"]) == ["node-0", "node-2"]
+    assert [item for item in outcome["served"] if item["client"] == "node-2"][0]["loaded"] is True
+
+
+def test_a_relay_that_alters_the_bytes_is_caught_and_the_node_loads_from_the_builder(tmp_path):
+    archive = subprocess.run(save_argv(blob_size=BLOB), capture_output=True, check=True).stdout
+    names = ["evil", "node-1"]
+    port = free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(blob_size=BLOB), clients=2, blob_size=BLOB,
+                                            origin_secret=SECRET, origin_nodes=names, idle_timeout=30,
+                                            stop_file=str(tmp_path / "stop"))
+    # The evil relay holds the run's token (every node does) and forwards the builder's signatures,
+    # but one byte of a layer is changed.
+    altered = bytearray(archive)
+    altered[len(altered) // 2] ^= 0xFF
+    window = RelayWindow(64 << 20, stall=5)
+    window.append(bytes(altered))
+    signatures = origin_map(SECRET, names, REF, HASH, len(archive), hashlib.sha256(archive).hexdigest())
+    window.finish({"total": len(archive), "origin": signatures})
+    evil = RelayServer(window, "s3cret", "evil", REF, HASH, keepalive=0.2, ack_timeout=10)
+    evil_port = free_port()
+    evil.listen("127.0.0.1", evil_port)
+    node = LoadingNode(tmp_path, "node-1", blob_size=BLOB)
+    try:
+        result = node.run(port, **relay_params(port, names, {"evil": evil_port, "node-1": free_port()}, "node-1"))
+    finally:
+        evil.close()
+        (tmp_path / "stop").write_text("")
+        thread.join(timeout=30)
+    assert result["action"] == "loaded" and node.tagged() == [REF]
+    assert result["rerouted"][0]["node"] == "evil" and "not the one the builder sent" in result["rerouted"][0]["reason"]
+    assert [item["client"] for item in outcome["served"]] == ["node-1"]  # it started over from the builder
