@@ -169,7 +169,8 @@ class RelayWindow:
             since = self.clock()
             if self.first_deadline is None:
                 self.first_deadline = since + self.wait_first
-            while not self._ids and self.end - self.base >= self.limit and self.clock() < self.first_deadline:
+            # The bytes about to come in count: the window must not trim past offset 0 on the way to full.
+            while not self._ids and self.end + len(data) - self.base > self.limit and self.clock() < self.first_deadline:
                 self.cond.wait(min(0.5, max(0.01, self.first_deadline - self.clock())))
             slowest = min(self.readers.values(), default=self.end)
             while self.readers and self.end - min(self.readers.values()) > self.limit:

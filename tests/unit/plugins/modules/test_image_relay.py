@@ -240,3 +240,21 @@ def test_the_wait_for_the_first_reader_counts_from_the_first_byte_not_from_the_w
     assert window.first_deadline == 70.0
     reader = window.join(0)  # the successor joins now: offset 0 is still in the window
     assert window.read(reader, 0.01)[:1] == b"z"
+
+
+def test_the_append_that_would_overfill_the_window_waits_for_the_first_reader_too():
+    """Not only a full window: the bytes coming in count, or the step from almost full to over full
+    trims offset 0 before the first successor joins (the chain then degrades to a star for it)."""
+    window = RelayWindow(1 << 20, stall=5, wait_first=10)
+    window.append(b"a" * ((1 << 20) - 100))
+    late = {}
+
+    def join_late():
+        time.sleep(0.3)
+        late["reader"] = window.join(0)
+
+    joiner = threading.Thread(target=join_late)
+    joiner.start()
+    window.append(b"b" * 223224)  # over the limit: waits for the reader instead of trimming
+    joiner.join()
+    assert window.base == 0 and window.read(late["reader"], 0.01)[:1] == b"a"
