@@ -122,7 +122,10 @@ class RelayWindow:
     stuck successor cannot stall the node (the successor then re-routes to the builder).
 
     Until the first reader joins (its module may start a few seconds after this node's), ``append``
-    also waits, for at most ``wait_first`` seconds, rather than trim bytes that reader will ask for."""
+    also waits, for at most ``wait_first`` seconds counted from the first byte received, rather than
+    trim bytes that reader will ask for. Counted from the first byte, not from the window's creation:
+    the builder's ``docker save`` may take minutes before any byte flows, and a deadline spent by then
+    would let the window trim the start of the stream and send a late successor to the builder."""
 
     def __init__(self, limit: int, stall: float, clock=time.monotonic, wait_first: float = 0.0) -> None:
         self.limit = max(int(limit), CHUNK)
@@ -137,7 +140,8 @@ class RelayWindow:
         self.done: dict | None = None
         self.error = ""
         self._ids = 0
-        self.first_deadline = clock() + wait_first
+        self.wait_first = wait_first
+        self.first_deadline: float | None = None  # set by the first append
 
     def join(self, offset: int) -> int:
         with self.cond:
@@ -163,7 +167,10 @@ class RelayWindow:
         dropped = []
         with self.cond:
             since = self.clock()
-            while not self._ids and self.end - self.base >= self.limit and self.clock() < self.first_deadline:
+            if self.first_deadline is None:
+                self.first_deadline = since + self.wait_first
+            # The bytes about to come in count: the window must not trim past offset 0 on the way to full.
+            while not self._ids and self.end + len(data) - self.base > self.limit and self.clock() < self.first_deadline:
                 self.cond.wait(min(0.5, max(0.01, self.first_deadline - self.clock())))
             slowest = min(self.readers.values(), default=self.end)
             while self.readers and self.end - min(self.readers.values()) > self.limit:

@@ -120,7 +120,7 @@ def test_a_reader_that_stalls_is_dropped_instead_of_stalling_the_node():
 def relay_params(port, names, relay_ports, me):
     return dict(method="relay", delta=False, relay_chain=names, relay_bind="127.0.0.1",
                 relay_port=relay_ports[me], relay_peers={n: f"127.0.0.1:{p}" for n, p in relay_ports.items()},
-                relay_stall=10.0, relay_connect_timeout=10, relay_buffer_mib=1, origin_key=origin_key(SECRET, me),
+                relay_stall=10.0, relay_connect_timeout=20, relay_buffer_mib=1, origin_key=origin_key(SECRET, me),
                 source=f"127.0.0.1:{port}")
 
 
@@ -228,3 +228,34 @@ def test_a_relay_that_alters_the_bytes_is_caught_and_the_node_loads_from_the_bui
     assert result["action"] == "loaded" and node.tagged() == [REF]
     assert result["rerouted"][0]["node"] == "evil" and "not the one the builder sent" in result["rerouted"][0]["reason"]
     assert [item["client"] for item in outcome["served"]] == ["node-1"]  # it started over from the builder
+
+
+def test_the_wait_for_the_first_reader_counts_from_the_first_byte_not_from_the_window():
+    """The builder's docker save may take longer than the wait before any byte flows: the wait
+    must still hold the start of the stream for a successor that joins soon after the bytes."""
+    clock = {"now": 0.0}
+    window = RelayWindow(1 << 20, stall=5, clock=lambda: clock["now"], wait_first=10)
+    clock["now"] = 60.0  # a minute of docker save before the first byte
+    window.append(b"z" * (1 << 20))
+    assert window.first_deadline == 70.0
+    reader = window.join(0)  # the successor joins now: offset 0 is still in the window
+    assert window.read(reader, 0.01)[:1] == b"z"
+
+
+def test_the_append_that_would_overfill_the_window_waits_for_the_first_reader_too():
+    """Not only a full window: the bytes coming in count, or the step from almost full to over full
+    trims offset 0 before the first successor joins (the chain then degrades to a star for it)."""
+    window = RelayWindow(1 << 20, stall=5, wait_first=10)
+    for _piece in range(16):  # a stream arrives in pieces; the window trims whole pieces
+        window.append(b"a" * 65528)
+    late = {}
+
+    def join_late():
+        time.sleep(0.3)
+        late["reader"] = window.join(0)
+
+    joiner = threading.Thread(target=join_late)
+    joiner.start()
+    window.append(b"b" * 223224)  # over the limit: waits for the reader instead of trimming
+    joiner.join()
+    assert window.base == 0 and window.read(late["reader"], 0.01)[:1] == b"a"
