@@ -36,6 +36,9 @@ from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import
 WAITING = "waiting"
 READY = "ready"
 FAILED = "failed"
+# Extra polls a boot may spend before it blames an exit that names no root cause (see
+# BootWatch._reread_before_blaming): one poll interval at most, once per boot.
+EXIT_REREADS = 1
 
 
 @dataclass
@@ -156,6 +159,7 @@ class LaneTracker:
         self.polls = 0
         self.poll_times: list[float] = []
         self.history: list[str] = []
+        self.exit_rereads = 0
 
     # Lane-level inference: what a single rank's log cannot say.
     def infer(self, statuses: Mapping[int, RankStatus]) -> dict[int, RankStatus]:
@@ -416,6 +420,32 @@ class LaneTracker:
                            for r in unknown)
         return unknown, f"no status from {errors}"
 
+    def _reread_before_blaming(self, statuses: Mapping[int, RankStatus], dead: Sequence[int]) -> bool:
+        """Whether to read the lane once more before judging an exit.
+
+        A rank that loses a peer exits too, often within a second, and the nodes are read in
+        parallel: under load a poll can catch those echoes exited while the rank that caused
+        them has not yet been read going down (its fatal line comes on the next poll). When no
+        exited rank printed a known root cause, none was OOM-killed and another rank still runs,
+        one more poll (and only one per boot) reads the rank that may be going down, so the
+        verdict blames the cause rather than its first echo.
+        """
+        if self.exit_rereads >= EXIT_REREADS:
+            return False
+        if any(statuses[r].oom_killed for r in dead):
+            return False
+        # Only an exit since the previous poll: an older one left the other ranks a whole poll
+        # to show their cause already.
+        ages = [statuses[r].finished_age_s for r in dead]
+        since_last = self.poll_times[-1] - self.poll_times[-2] if len(self.poll_times) > 1 else self.cfg.poll_s
+        if any(age is None or age >= since_last for age in ages):
+            return False
+        if not any(s.running for s in statuses.values()):
+            return False
+        exited = set(dead)
+        return not any(m.signature.kind == sigs.ROOT and exited & set(m.ranks)
+                       for m in self._signature_matches(statuses))
+
     def _exited(self, statuses: Mapping[int, RankStatus], dead: list[int], line: str) -> Verdict:
         # The rank that exited first is the likeliest cause; the others often follow it.
         order = sorted(dead, key=lambda r: (-(statuses[r].finished_age_s or 0.0), r))
@@ -500,6 +530,9 @@ class LaneTracker:
             return self._fail("container_missing", statuses, missing,
                               f"{fmt_ranks(missing)} has no started container", line)
         dead = sorted(r for r, s in statuses.items() if not s.running and s.state != "unknown")
+        if dead and self._reread_before_blaming(statuses, dead):
+            self.exit_rereads += 1
+            return Verdict(WAITING, line, [], [], "", elapsed_s=elapsed)
         if dead:
             return self._exited(statuses, dead, line)
         fatal = [m for m in self._signature_matches(statuses) if m.signature.fatal]

@@ -88,6 +88,56 @@ def test_unknown_exit_quotes_the_last_exception():
     assert fresh.polls_after_exit == 1
 
 
+def _sglang_echo_poll(root_state: str, age_s: float) -> dict:
+    """Ranks 1 and 6 exited age_s ago after losing rank 3; rank 3 is running or exited with its cause."""
+    from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import parse_docker_time
+
+    started = "2026-10-30T06:00:00.000000000Z"
+    finished_now = parse_docker_time(started) + age_s
+    booting = fixture_lines("sglang-worker.log")[:7]
+    statuses = {r: make_status(r, booting, engine="sglang") for r in range(8)}
+    for r in (1, 6):
+        statuses[r] = make_status(r, booting + ["2026-10-30T06:00:01.000000000Z RuntimeError: TP rank(s) 24-31 on node "
+                                                "rank 3 (spark-04) went away"],
+                                  engine="sglang", state="exited", exit_code=1, node_now=finished_now)
+    if root_state == "exited":
+        statuses[3] = make_status(3, fixture_lines("sglang-g1-scale-c.log"), engine="sglang", state="exited",
+                                  exit_code=1, node_now=finished_now)
+    return statuses
+
+
+def test_an_echo_exit_is_read_once_more_and_the_rank_that_caused_it_is_blamed():
+    # Ranks exit within a second of the peer they lost; a poll can read their nodes after they
+    # went and rank 3's node just before its fatal line. One more poll finds the cause.
+    tracker = boot.LaneTracker("l", "sglang", cfg(), HOSTS)
+    booting = {r: make_status(r, fixture_lines("sglang-worker.log")[:7], engine="sglang") for r in range(8)}
+    assert tracker.update(0.0, booting).status == boot.WAITING
+    echo = tracker.update(15.0, _sglang_echo_poll("running", 2.0))
+    assert echo.status == boot.WAITING and "r1" in echo.line and "EXITED" in echo.line
+    verdict = tracker.update(30.0, _sglang_echo_poll("exited", 17.0))
+    assert verdict.status == boot.FAILED and verdict.culprits == [3]
+    assert verdict.matches[0].id == "fusedmoe_g1_scale_c"
+    assert verdict.polls_after_exit == 2
+
+
+def test_an_unexplained_exit_is_blamed_after_one_more_poll_only():
+    tracker = boot.LaneTracker("l", "sglang", cfg(), HOSTS)
+    assert tracker.update(15.0, _sglang_echo_poll("running", 2.0)).status == boot.WAITING
+    verdict = tracker.update(30.0, _sglang_echo_poll("running", 17.0))
+    assert verdict.status == boot.FAILED and verdict.culprits == [1]
+    assert verdict.matches[0].id == "container_exited" and "went away" in verdict.summary
+    # Once per boot: a later fresh exit with no known cause is blamed on the poll that sees it.
+    assert tracker.update(45.0, _sglang_echo_poll("running", 2.0)).status == boot.FAILED
+
+
+def test_an_exit_with_its_cause_or_with_no_rank_left_running_is_judged_at_once():
+    assert boot.LaneTracker("l", "sglang", cfg(), HOSTS).update(
+        0.0, _sglang_echo_poll("exited", 2.0)).culprits == [3]
+    alone = {r: s for r, s in _sglang_echo_poll("running", 2.0).items() if r in (1, 6)}
+    verdict = boot.LaneTracker("l", "sglang", cfg(), {1: "spark-02", 6: "spark-07"}).update(0.0, alone)
+    assert verdict.status == boot.FAILED and verdict.culprits == [1]
+
+
 def test_missing_container_fails():
     statuses = vllm_loading()
     statuses[7] = rankstatus.build({"node_rank": 7, "host": "spark-08"}, None, None, 0.0)
