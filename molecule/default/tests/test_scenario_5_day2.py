@@ -96,6 +96,14 @@ def test_a_rerun_of_the_serving_lane_is_one_probe_per_node_and_a_stopped_rank_ru
         assert f"TASK [lanekit.serving.{role} :" not in proc.stdout, role
     assert started_at() == before
 
+    # A bad setting for a skipped phase is refused all the same, and the serving lane is left alone
+    # (the next deploy below takes the lock again: the refusal released it).
+    refused = run_playbook("deploy_lane.yml", extra=["-e", "weights_verify=bogus"])
+    assert refused.returncode != 0
+    assert_no_traceback(refused.stdout)
+    assert "value of weights_verify must be one of: quick, full, got: bogus" in flat(refused.stdout)
+    assert started_at() == before
+
     # One rank stopped: the probe names it and every phase runs, which brings the lane back.
     victim = rank_of(3)
     docker(f"lksim-{victim['host']}", "stop", "-t", "1", victim["container_name"])

@@ -82,8 +82,11 @@ def test_a_stale_lock_is_broken_only_on_purpose_and_released_at_the_end(vllm_pre
 
 
 def test_a_failed_deploy_releases_the_lock(vllm_present, clean_lock):
-    # The phases must run for the weights role to fail: a serving lane's re-run would skip them.
-    proc = run_playbook("deploy_lane.yml", extra=["-e", "weights_verify=bogus", "-e", "lanekit_rerun_probe=false"])
+    # A failure inside a phase, after the lock was taken: the phases run (a serving lane's re-run
+    # would skip them), and the preflight's up-front check of the phases' settings is off, so the
+    # weights role's own check is what fails.
+    proc = run_playbook("deploy_lane.yml", extra=["-e", "weights_verify=bogus", "-e", "lanekit_rerun_probe=false",
+                                                  "-e", '{"preflight_phase_roles": []}'])
     assert proc.returncode != 0
     assert_no_traceback(proc.stdout)
     assert f"the lock of lane {LANE} was released" in flat(proc.stdout)
