@@ -64,8 +64,8 @@ options:
     type: dict
   api_probe:
     description:
-      - On the node that answers the lane's API, the probe to climb (C(url), C(model), C(chat),
-        C(chat_timeout)); unset elsewhere.
+      - The probe of the lane's API to climb (C(url), C(model), C(chat), C(chat_timeout)). It is climbed only
+        when one of O(ranks) answers the API (role C(head) or C(router)), so every node can be given it.
     type: dict
   api_key:
     description: The lane's API key for the probes (C(lanekit_api_key)); never returned.
@@ -124,7 +124,7 @@ ranks:
   elements: dict
 api:
   description: The API probe's ladder (see M(lanekit.serving.rank_status)), without the key.
-  returned: when O(api_probe) is given
+  returned: when O(api_probe) is given and one of O(ranks) answers the API
   type: dict
 """
 
@@ -166,7 +166,8 @@ class LaneProbe(DockerManager):
         pending += self._weights()
         pending += self._secrets()
         result = {"changed": False, "ranks": seen}
-        if p["api_probe"]:
+        # The API is climbed on the node of the rank that answers it (the head, or the P/D router).
+        if p["api_probe"] and any(rank.get("role") in engines.API_ROLES for rank in ranks):
             spec = dict(p["api_probe"], api_key=p["api_key"])
             api = probe_api(spec)
             result["api"] = api

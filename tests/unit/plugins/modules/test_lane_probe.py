@@ -18,6 +18,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
     parse_env_file,
 )
 from ansible_collections.lanekit.serving.plugins.modules.lane_probe import LaneProbe
+from ansible_collections.lanekit.serving.plugins.modules import lane_probe as lane_probe_module
 from tests.unit.helpers.docker import FakeEngine, FakeModule
 
 HASH = "c" * 64
@@ -158,3 +159,20 @@ def test_the_api_rung_and_other_ranks_health_are_reasons(node):
     ranks = [dict(RANKS[0], health_port=9)]
     pending = probe(node, ranks=ranks)["pending"]
     assert len(pending) == 1 and pending[0].startswith("lanekit-demo-r1 /health answers")
+
+
+def test_the_api_is_climbed_only_on_the_node_of_a_rank_that_answers_it(node, monkeypatch):
+    climbed = []
+
+    def fake_probe(spec):
+        climbed.append(spec["url"])
+        return {"url": spec["url"], "accepts": False, "error": "refused"}
+
+    monkeypatch.setattr(lane_probe_module, "probe_api", fake_probe)
+    api = {"url": "http://h:8000", "model": "m", "chat": False, "chat_timeout": 5}
+    worker = probe(node, ranks=RANKS, api_probe=api)
+    assert climbed == [] and "api" not in worker and worker["serving"]
+    for role in ("head", "router"):
+        head = probe(node, ranks=[dict(RANKS[0], role=role)], api_probe=api)
+        assert head["api"]["error"] == "refused" and not head["serving"]
+    assert climbed == ["http://h:8000", "http://h:8000"]
