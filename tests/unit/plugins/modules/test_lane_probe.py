@@ -17,8 +17,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
     env_file_text,
     parse_env_file,
 )
-from ansible_collections.lanekit.serving.plugins.modules.lane_probe import LaneProbe
 from ansible_collections.lanekit.serving.plugins.modules import lane_probe as lane_probe_module
+from ansible_collections.lanekit.serving.plugins.modules.lane_probe import LaneProbe
 from tests.unit.helpers.docker import FakeEngine, FakeModule
 
 HASH = "c" * 64
