@@ -31,7 +31,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._boot_report impor
     rank_label,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import ORDER, PHASES
-from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import NOT_STARTED, RankStatus
+from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import NOT_STARTED, RankStatus, exit_order, has_own_cause
 
 WAITING = "waiting"
 READY = "ready"
@@ -426,13 +426,14 @@ class LaneTracker:
         A rank that loses a peer exits too, often within a second, and the nodes are read in
         parallel: under load a poll can catch those echoes exited while the rank that caused
         them has not yet been read going down (its fatal line comes on the next poll). When no
-        exited rank printed a known root cause, none was OOM-killed and another rank still runs,
-        one more poll (and only one per boot) reads the rank that may be going down, so the
-        verdict blames the cause rather than its first echo.
+        exited rank shows a cause of its own (a root failure line, OOM, a signal:
+        :func:`~._rankstatus.has_own_cause`) and another rank still runs, one more poll (and only
+        one per boot) reads the rank that may be going down, so the verdict blames the cause
+        rather than its first echo.
         """
         if self.exit_rereads >= EXIT_REREADS:
             return False
-        if any(statuses[r].oom_killed for r in dead):
+        if any(has_own_cause(statuses[r]) for r in dead):
             return False
         # Only an exit since the previous poll: an older one left the other ranks a whole poll
         # to show their cause already.
@@ -440,15 +441,12 @@ class LaneTracker:
         since_last = self.poll_times[-1] - self.poll_times[-2] if len(self.poll_times) > 1 else self.cfg.poll_s
         if any(age is None or age >= since_last for age in ages):
             return False
-        if not any(s.running for s in statuses.values()):
-            return False
-        exited = set(dead)
-        return not any(m.signature.kind == sigs.ROOT and exited & set(m.ranks)
-                       for m in self._signature_matches(statuses))
+        return any(s.running for s in statuses.values())
 
     def _exited(self, statuses: Mapping[int, RankStatus], dead: list[int], line: str) -> Verdict:
-        # The rank that exited first is the likeliest cause; the others often follow it.
-        order = sorted(dead, key=lambda r: (-(statuses[r].finished_age_s or 0.0), r))
+        # The rank that exited first is the likeliest cause; the others often follow it (a rank with
+        # a cause of its own goes before the echoes that exited within seconds of it).
+        order = exit_order(statuses, dead, clocks=False)
         oom = [r for r in order if statuses[r].oom_killed]
         details = ", ".join(
             f"r{r} {statuses[r].state} with code {statuses[r].exit_code}"

@@ -115,6 +115,43 @@ class RankStatus:
         )
 
 
+# Exits within this many seconds of the first count as one failure when the cause is chosen: a rank
+# that loses a peer exits within seconds of it, and two nodes' clocks (or two docker daemons under
+# load) can record those exits in either order.
+EXIT_CLUSTER_S = 10.0
+
+
+def has_own_cause(status: RankStatus) -> bool:
+    """Whether a stopped rank shows a cause of its own: OOM-killed, killed by a signal (exit code
+    128 + N), or a root failure signature in its log. A rank that merely exited with an error is
+    often the echo of a peer that went first."""
+    if status.oom_killed or (status.exit_code or 0) >= 128:
+        return True
+    return any(sig.kind == sigs.ROOT for sig in (sigs.BY_ID.get(sid) for sid in status.signatures) if sig)
+
+
+def exit_order(statuses: Mapping[int, RankStatus], stopped: Sequence[int], clocks: bool = True) -> list[int]:
+    """The stopped ranks, likeliest cause first.
+
+    Time order: the exit times on the nodes' clocks (synchronised on a cluster) when ``clocks`` and
+    every rank has one, else the exit ages (each before its own node's clock); then the lowest rank. Among the exits within EXIT_CLUSTER_S of the
+    first, one with a cause of its own (:func:`has_own_cause`) comes before those without, so a
+    killed rank is named rather than the peer that exited a moment "earlier" on its own clock.
+    """
+    if clocks and all(statuses[r].finished_at is not None for r in stopped):
+        when = {r: float(statuses[r].finished_at or 0.0) for r in stopped}
+    else:
+        when = {r: (float("inf") if statuses[r].finished_age_s is None else -float(statuses[r].finished_age_s or 0.0))
+                for r in stopped}
+    first = min(when.values(), default=0.0)
+
+    def key(rank: int) -> tuple[bool, float, int]:
+        clustered = when[rank] - first <= EXIT_CLUSTER_S
+        return (not (clustered and has_own_cause(statuses[rank])), when[rank], rank)
+
+    return sorted(stopped, key=key)
+
+
 def _age(now: float, ts: float | None) -> float | None:
     if ts is None:
         return None

@@ -25,7 +25,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._boot_report impor
     rank_label,
     table_rows,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
+from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus, exit_order
 
 SERVING = "serving"
 DEGRADED = "degraded"
@@ -124,12 +124,9 @@ def _progress(statuses: Mapping[int, RankStatus]) -> str:
 
 
 def _first_exit(statuses: Mapping[int, RankStatus], stopped: Sequence[int]) -> int:
-    """The rank that stopped first: the earliest exit time (the nodes' clocks, synchronised on a
-    cluster), else the oldest exit by age, then the lowest rank."""
-    if all(statuses[r].finished_at is not None for r in stopped):
-        return sorted(stopped, key=lambda r: (statuses[r].finished_at, r))[0]
-    return sorted(stopped, key=lambda r: (statuses[r].finished_age_s is None, -(statuses[r].finished_age_s or 0.0),
-                                          r))[0]
+    """The rank that stopped first, a rank with a cause of its own before its echoes
+    (:func:`~._rankstatus.exit_order`)."""
+    return exit_order(statuses, stopped)[0]
 
 
 def _exit_cause(statuses: Mapping[int, RankStatus], rank: int, others: Sequence[int],

@@ -3,18 +3,20 @@ image form a chain from the builder, each forwarding what it loads to the next; 
 with the pinned image, and a node whose docker load is killed mid-chain fails with a sentence
 naming it while the nodes after it re-route to the builder and complete.
 
-Needs no serving lane: it runs build_images.yml (the lane's image exists on the builder, so only
-the distribution runs). No timed assertions.
+Needs no serving lane: it runs build_images.yml on a variant of the lane's image spec (a label
+unique to the run), which the builder builds and no node holds. No timed assertions.
 """
 from __future__ import annotations
 
 import glob
 import os
+import shutil
 import subprocess
 import time
 
 import pytest
-from simlib import HOSTS, ROOT, assert_no_traceback, docker, flat, node_of, plan, run_playbook
+import yaml
+from simlib import HOSTS, ROOT, assert_no_traceback, docker, flat, node_of, run_playbook
 
 BUILDER = HOSTS[0]
 KILLED = "spark-04"
@@ -46,15 +48,35 @@ def set_links(mbit: int) -> None:
                     "-e", f"sim_cluster_link_mbit={mbit}"], cwd=ROOT, env=env, capture_output=True, check=True)
 
 
-@pytest.fixture()
-def lane_image():
-    """The lane's image ref after a first build_images run (it builds only when the builder lacks it or
-    the stand-in base changed)."""
-    # The shared sim's stand-in bases are rebuilt by whoever took it last: accept the lock they make.
-    proc = run_playbook("build_images.yml", extra=["-e", "image_lock_update=true"])
-    assert proc.returncode == 0, "setting up: build_images.yml failed"
-    image = plan()["image"]
-    return image["ref"], image["content_hash"]
+@pytest.fixture(scope="module")
+def relay_spec(tmp_path_factory):
+    """Extra vars that build an image no node holds: the lane's vLLM image spec with a label unique to
+    this run (no new layer, a new content hash), its lock kept apart from the lane's.
+
+    The lane's own image cannot stand in: the shared deployed lane's containers keep it on every
+    node under its id, so the nodes would re-tag that local copy instead of receiving anything."""
+    tmp = tmp_path_factory.mktemp("relay")
+    images = tmp / "images"
+    shutil.copytree(os.path.join(ROOT, "images"), images)
+    spec = images / "mistral-large4-vllm" / "image.yml"
+    text = spec.read_text(encoding="utf-8")
+    assert "\npatches: []\n" in text
+    spec.write_text(text.replace("\npatches: []\n", f'\nlabels:\n  io.lanekit.test-relay: "{time.time_ns()}"\npatches: []\n'),
+                    encoding="utf-8")
+    lock = tmp / "relay.image.lock.yml"
+    yield {"lock": lock, "extra": ["-e", f"lanekit_images_dir={images}", "-e", f"image_lock_file={lock}",
+                                   "-e", "image_lock_update=true", "-e", "image_method=relay"]}
+    if lock.exists():
+        ref = pinned(lock)[0]
+        for host in HOSTS:
+            docker(node_of(host), "image", "rm", "--force", ref, check=False)
+
+
+def pinned(lock) -> tuple[str, str]:
+    """(ref, content hash) the relay image's lock records."""
+    with open(lock, encoding="utf-8") as handle:
+        (entry,) = yaml.safe_load(handle)["arches"].values()
+    return entry["ref"], entry["content_hash"]
 
 
 @pytest.fixture()
@@ -65,21 +87,20 @@ def capped_links():
     set_links(0)
 
 
-def test_every_node_gets_the_pinned_image_through_the_relay(lane_image):
-    ref, content_hash = lane_image
-    builder = image_of(BUILDER, ref)
-    remove_from_nodes(ref)
-    proc = run_playbook("build_images.yml", extra=["-e", "image_method=relay"])
-    assert proc.returncode == 0
+def test_every_node_gets_the_pinned_image_through_the_relay(relay_spec):
+    proc = run_playbook("build_images.yml", extra=relay_spec["extra"])
+    assert proc.returncode == 0, flat(proc.stdout)[-3000:]
     assert_no_traceback(proc.stdout)
     text = flat(proc.stdout)
     assert "7 of 8 nodes need" in text
+    ref, content_hash = pinned(relay_spec["lock"])
+    builder = image_of(BUILDER, ref)
     for host in HOSTS[1:]:
         assert_pinned(host, ref, builder, content_hash)
         assert f"{host}: loaded" in text and "from the relay" in text
     assert "re-routed around" not in text
 
-    again = run_playbook("build_images.yml", extra=["-e", "image_method=relay"])
+    again = run_playbook("build_images.yml", extra=relay_spec["extra"])
     assert again.returncode == 0 and "(all current)" in flat(again.stdout)
 
 
@@ -89,13 +110,12 @@ def load_pid(host: str) -> str:
     return proc.stdout.split()[0] if proc.stdout.split() else ""
 
 
-def test_a_node_killed_mid_chain_is_reported_and_the_rest_complete(lane_image, capped_links):
-    ref, content_hash = lane_image
-    builder = image_of(BUILDER, ref)
-    remove_from_nodes(ref)
+def test_a_node_killed_mid_chain_is_reported_and_the_rest_complete(relay_spec, capped_links):
+    if relay_spec["lock"].exists():
+        remove_from_nodes(pinned(relay_spec["lock"])[0])
     logs = os.path.join(ROOT, ".sim", "scenario-build_images.yml-*.log")
     before = set(glob.glob(logs))
-    run = run_playbook("build_images.yml", extra=["-e", "image_method=relay"], wait=False)
+    run = run_playbook("build_images.yml", extra=relay_spec["extra"], wait=False)
     killed = ""
     try:
         while run.poll() is None and not killed:
@@ -119,6 +139,8 @@ def test_a_node_killed_mid_chain_is_reported_and_the_rest_complete(lane_image, c
     assert f"docker load on {KILLED} failed on the relayed stream" in text
     assert f"fatal: [{KILLED}]" in text
     assert f"{KILLED}: did not report (its distribution failed above)" in text  # the run names it again
+    ref, content_hash = pinned(relay_spec["lock"])
+    builder = image_of(BUILDER, ref)
     for host in HOSTS[1:]:
         if host != KILLED:
             assert_pinned(host, ref, builder, content_hash)

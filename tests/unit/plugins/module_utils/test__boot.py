@@ -407,3 +407,17 @@ def test_a_lane_serving_longer_than_the_window_is_ready_on_the_first_look():
     late = boot.LaneTracker("l", "vllm", cfg(stability_s=30), HOSTS)
     late.update(0.0, vllm_loading())
     assert late.update(5.0, settled).status == boot.WAITING
+
+
+def test_a_killed_rank_is_blamed_at_once_before_the_echo_that_exited_first_by_age():
+    # Rank 1 lost rank 3 and exited with an error; rank 3 was SIGKILLed. The ages come from two
+    # nodes read a moment apart and put rank 1 first: the kill is a cause of its own, judged at once.
+    booting = fixture_lines("sglang-worker.log")[:7]
+    statuses = {r: make_status(r, booting, engine="sglang") for r in range(8)}
+    statuses[1] = _sglang_echo_poll("running", 3.0)[1]
+    from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import parse_docker_time
+    statuses[3] = make_status(3, booting, engine="sglang", state="exited", exit_code=137,
+                              node_now=parse_docker_time("2026-10-30T06:00:00.000000000Z") + 2.0)
+    verdict = boot.LaneTracker("l", "sglang", cfg(), HOSTS).update(15.0, statuses)
+    assert verdict.status == boot.FAILED and verdict.culprits == [3]
+    assert verdict.summary.startswith("a rank container exited: r3 exited with code 137")

@@ -66,6 +66,26 @@ def test_exit_times_order_the_exits_when_every_rank_has_one():
     assert verdict.culprits == [3] and "exited first with code 137" in verdict.cause
 
 
+def test_a_killed_rank_is_the_cause_although_its_echo_exited_a_moment_earlier_on_its_clock():
+    # Rank 3 killed; rank 1 lost it and exited with an error. Under load rank 1's daemon recorded its
+    # exit 0.4 s before rank 3's: within the cluster of exits, the rank with a cause of its own wins.
+    killed = dataclasses.replace(exited(3, 5.0, 137), finished_at=1000.4)
+    echo = dataclasses.replace(exited(1, 5.5, 1, fixture_lines("vllm-worker.log")
+                                      + ["2026-10-30T06:43:00.000000000Z RuntimeError: node rank 3 went away"]),
+                               finished_at=1000.0)
+    verdict = v.decide(LANE, "vllm", lane(API_DOWN, r3=killed, r1=echo))
+    assert verdict.culprits == [3] and verdict.cause.startswith("rank 3 (spark-04) exited first with code 137 (SIGKILL)")
+    assert "then r1 stopped too" in verdict.cause
+    # A root failure line is a cause of its own too; an error exit alone is not.
+    rooted = dataclasses.replace(exited(4, 5.0, 1, fixture_lines("sglang-g1-scale-c.log")), finished_at=1003.0)
+    assert v.decide(LANE, "vllm", lane(API_DOWN, r4=rooted, r1=echo)).culprits == [4]
+    plain = dataclasses.replace(exited(4, 5.0, 1), finished_at=1003.0)
+    assert v.decide(LANE, "vllm", lane(API_DOWN, r4=plain, r1=echo)).culprits == [1]
+    # Outside the cluster (a kill long after the first exit) time order stands.
+    late = dataclasses.replace(exited(3, 5.0, 137), finished_at=1000.0 + rankstatus.EXIT_CLUSTER_S + 5)
+    assert v.decide(LANE, "vllm", lane(API_DOWN, r3=late, r1=echo)).culprits == [1]
+
+
 def test_an_exit_with_a_known_failure_line_names_its_signature_and_its_fix():
     failed = exited(4, 30.0, 1, fixture_lines("sglang-g1-scale-c.log"))
     verdict = v.decide(LANE, "vllm", lane(API_DOWN, r4=failed))
