@@ -31,7 +31,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._boot_report impor
     rank_label,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import ORDER, PHASES
-from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import NOT_STARTED, RankStatus, exit_order, has_own_cause
+from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import (
+    NOT_STARTED,
+    RankStatus,
+    exit_order,
+    has_own_cause,
+)
 
 WAITING = "waiting"
 READY = "ready"

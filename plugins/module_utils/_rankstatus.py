@@ -134,9 +134,10 @@ def exit_order(statuses: Mapping[int, RankStatus], stopped: Sequence[int], clock
     """The stopped ranks, likeliest cause first.
 
     Time order: the exit times on the nodes' clocks (synchronised on a cluster) when ``clocks`` and
-    every rank has one, else the exit ages (each before its own node's clock); then the lowest rank. Among the exits within EXIT_CLUSTER_S of the
-    first, one with a cause of its own (:func:`has_own_cause`) comes before those without, so a
-    killed rank is named rather than the peer that exited a moment "earlier" on its own clock.
+    every rank has one, else the exit ages (each before its own node's clock); then the lowest
+    rank. Among the exits within EXIT_CLUSTER_S of the first, one with a cause of its own
+    (:func:`has_own_cause`) comes before those without, so a killed rank is named rather than the
+    peer that exited a moment "earlier" on its own clock.
     """
     if clocks and all(statuses[r].finished_at is not None for r in stopped):
         when = {r: float(statuses[r].finished_at or 0.0) for r in stopped}
