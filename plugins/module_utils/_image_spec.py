@@ -231,13 +231,18 @@ def render_dockerfile_body(spec: dict, base_ref: str) -> str:
 
 
 def content_hash(spec: dict, base_ref: str, arch: str) -> str:
-    """Deterministic hash of everything that makes the image: Dockerfile, files, args, platform."""
-    payload = {
+    """Deterministic hash of everything that makes the image: Dockerfile, files, args, platform, and
+    the spec's own labels (they are in the image's configuration, so a changed label is a new image).
+    ``lanes`` and ``description`` are bookkeeping and stay out."""
+    payload: dict = {
         "dockerfile": render_dockerfile_body(spec, base_ref),
         "files": context_files(spec),
         "build_args": {k: str(v) for k, v in sorted(spec["build_args"].items())},
         "platform": f"linux/{arch}",
     }
+    if spec["labels"]:
+        # Only when there are any: the hashes (and committed locks) of specs without labels stay as they were.
+        payload["labels"] = {str(k): str(v) for k, v in sorted(spec["labels"].items())}
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(blob).hexdigest()
 

@@ -51,7 +51,7 @@ def set_links(mbit: int) -> None:
 @pytest.fixture(scope="module")
 def relay_spec(tmp_path_factory):
     """Extra vars that build an image no node holds: the lane's vLLM image spec with a label unique to
-    this run (no new layer, a new content hash), its lock kept apart from the lane's.
+    this run (no new layer, a new content hash), its lock and its plan kept apart from the lane's.
 
     The lane's own image cannot stand in: the shared deployed lane's containers keep it on every
     node under its id, so the nodes would re-tag that local copy instead of receiving anything."""
@@ -64,7 +64,9 @@ def relay_spec(tmp_path_factory):
     spec.write_text(text.replace("\npatches: []\n", f'\nlabels:\n  io.lanekit.test-relay: "{time.time_ns()}"\npatches: []\n'),
                     encoding="utf-8")
     lock = tmp / "relay.image.lock.yml"
+    # Its own lock and reports too: the lane's plan.json (which the other scenarios read) stays the lane's.
     yield {"lock": lock, "extra": ["-e", f"lanekit_images_dir={images}", "-e", f"image_lock_file={lock}",
+                                   "-e", f"lanekit_reports_dir={tmp / 'reports'}",
                                    "-e", "image_lock_update=true", "-e", "image_method=relay"]}
     if lock.exists():
         ref = pinned(lock)[0]

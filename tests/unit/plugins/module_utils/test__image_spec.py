@@ -157,7 +157,8 @@ def test_content_hash_ignores_the_checkout_umask(tmp_path):
     assert _hash(tmp_path) == before
 
 
-@pytest.mark.parametrize("change", ["patch_text", "patch_mode", "digest", "arch", "build_args", "entrypoint", "new_patch"])
+@pytest.mark.parametrize("change", ["patch_text", "patch_mode", "digest", "arch", "build_args", "entrypoint", "new_patch",
+                                    "label"])
 def test_content_hash_changes_with_every_input(tmp_path, change):
     make_spec(tmp_path, patches={"patches/p.py": PATCH}, digests={"amd64": DIGEST, "arm64": DIGEST})
     before = _hash(tmp_path)
@@ -180,13 +181,16 @@ def test_content_hash_changes_with_every_input(tmp_path, change):
     elif change == "new_patch":
         make_spec(tmp_path, patches={"patches/p.py": PATCH, "patches/q.py": PATCH},
                   digests={"amd64": DIGEST, "arm64": DIGEST})
+    elif change == "label":
+        make_spec(tmp_path, patches={"patches/p.py": PATCH}, digests={"amd64": DIGEST, "arm64": DIGEST},
+                  labels={"org.example.team": "serving"})
     assert _hash(tmp_path, arch, overrides) != before
 
 
-def test_content_hash_ignores_description_and_lock(tmp_path):
+def test_content_hash_ignores_description_lanes_empty_labels_and_lock(tmp_path):
     make_spec(tmp_path)
     before = _hash(tmp_path)
-    make_spec(tmp_path, description="another description")
+    make_spec(tmp_path, description="another description", lanes=["lane-a", "lane-b"], labels={})
     (tmp_path / "thin" / "image.lock.yml").write_text("version: 1\n")
     assert _hash(tmp_path) == before
 
