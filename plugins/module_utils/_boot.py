@@ -41,8 +41,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import
 WAITING = "waiting"
 READY = "ready"
 FAILED = "failed"
-# Extra polls a boot may spend before it blames an exit that names no root cause (see
-# BootWatch._reread_before_blaming): one poll interval at most, once per boot.
+# Extra polls a boot may spend before it blames an exit that shows no cause of its own (see
+# LaneTracker._reread_before_blaming): one poll interval at most, once per boot.
 EXIT_REREADS = 1
 
 
