@@ -85,17 +85,23 @@ def test_the_window_serves_readers_from_their_offset_and_keeps_only_its_limit():
         window.join(3 << 19)
 
 
+def join_late(window, delay=0.3):
+    """A first successor that joins the window at offset 0 after ``delay`` s: (its thread, {"reader": ...})."""
+    late = {}
+
+    def join():
+        time.sleep(delay)
+        late["reader"] = window.join(0)
+
+    joiner = threading.Thread(target=join)
+    joiner.start()
+    return joiner, late
+
+
 def test_the_window_waits_for_a_late_first_reader_instead_of_trimming_what_it_needs():
     window = RelayWindow(1 << 20, stall=5, wait_first=10)
     window.append(b"z" * (1 << 20))
-    late = {}
-
-    def join_late():
-        time.sleep(0.3)
-        late["reader"] = window.join(0)
-
-    joiner = threading.Thread(target=join_late)
-    joiner.start()
+    joiner, late = join_late(window)
     window.append(b"z" * 10)  # would trim offset 0: waits for the reader instead
     joiner.join()
     assert window.base == 0 and window.read(late["reader"], 0.01)[:1] == b"z"
@@ -248,14 +254,7 @@ def test_the_append_that_would_overfill_the_window_waits_for_the_first_reader_to
     window = RelayWindow(1 << 20, stall=5, wait_first=10)
     for _piece in range(16):  # a stream arrives in pieces; the window trims whole pieces
         window.append(b"a" * 65528)
-    late = {}
-
-    def join_late():
-        time.sleep(0.3)
-        late["reader"] = window.join(0)
-
-    joiner = threading.Thread(target=join_late)
-    joiner.start()
+    joiner, late = join_late(window)
     window.append(b"b" * 223224)  # over the limit: waits for the reader instead of trimming
     joiner.join()
     assert window.base == 0 and window.read(late["reader"], 0.01)[:1] == b"a"
