@@ -28,6 +28,7 @@ from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
+from ansible_collections.lanekit.serving.plugins.module_utils import _reach as reach
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import fmt_duration
 from ansible_collections.lanekit.serving.plugins.module_utils._probes import api_url, probe_api
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog, last_timestamp, split_timestamp
@@ -267,14 +268,33 @@ class LaneWorker:
             res = self.action._execute_module(
                 module_name="lanekit.serving.rank_status", module_args=margs, task_vars=self.task_vars)
         except AnsibleError as exc:
-            return None, f"cannot reach {self.me}: {to_text(exc).splitlines()[0]}"
+            return None, self._reach_error(to_text(exc), unreachable=True)
         if res.get("failed") or res.get("unreachable"):
             # When the node is gone the module prints nothing; the connection's own words say why.
             stderr = [line for line in to_text(res.get("module_stderr") or "").splitlines() if line.strip()]
             if stderr and "deserialization failed" in to_text(res.get("msg") or ""):
-                return None, f"cannot reach {self.me}: {stderr[-1].strip()}"
+                return None, self._reach_error(stderr[-1].strip(), unreachable=True)
+            if res.get("unreachable"):
+                return None, self._reach_error(to_text(res.get("msg") or ""), unreachable=True)
             return None, to_text(res.get("msg") or "rank_status failed").splitlines()[0]
         return res, ""
+
+    def _reach_error(self, message: str, unreachable: bool) -> str:
+        """The connection's words as one sentence with the cause (timeout, host key, sudo, ...)."""
+        templar = getattr(self.action, "_templar", None)
+        address = self.task_vars.get("ansible_host") or ""
+        if templar is not None:
+            address = templar.template(address)
+        timeout = self.task_vars.get("ansible_ssh_timeout") or self.task_vars.get("ansible_timeout")
+        try:
+            timeout_s = int(templar.template(timeout) if templar is not None and timeout else timeout)
+        except (TypeError, ValueError):
+            timeout_s = None
+        verdict = reach.explain(str(self.me), message, address=str(address or ""), timeout_s=timeout_s,
+                                unreachable=unreachable)
+        if verdict.kind in ("unreachable", "failed"):
+            return f"cannot reach {self.me}: {message.strip().splitlines()[-1] if message.strip() else 'no answer'}"
+        return verdict.sentence.rstrip(".")
 
     def gather(self) -> dict[int, RankStatus]:
         res, error = self.run_module(self.module_args())

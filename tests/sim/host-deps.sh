@@ -5,7 +5,7 @@
 # There is no systemd on our machines, so dockerd is started in the background by hand.
 set -euo pipefail
 
-PACKAGES=(docker.io debootstrap docker-registry)
+PACKAGES=(docker.io debootstrap docker-registry openssh-client)
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 DOCKERD_WAIT_S=${DOCKERD_WAIT_S:-60}
 

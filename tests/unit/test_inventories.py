@@ -42,16 +42,36 @@ def test_the_ssh_inventory_does_not_turn_host_key_checking_off():
             assert variable not in text, rel
 
 
-def test_every_sim_host_uses_the_docker_connection_so_has_no_host_key():
+def _sim_hosts():
     with open(os.path.join(ROOT, "inventories", "sim", "hosts.yml"), encoding="utf-8") as handle:
         doc = yaml.safe_load(handle)
 
-    def hosts(group: dict, inherited: str | None):
-        conn = (group.get("vars") or {}).get("ansible_connection", inherited)
+    def hosts(group: dict, inherited: dict):
+        merged = dict(inherited, **(group.get("vars") or {}))
         for name, hostvars in (group.get("hosts") or {}).items():
-            yield name, (hostvars or {}).get("ansible_connection", conn)
+            yield name, dict(merged, **(hostvars or {}))
         for child in (group.get("children") or {}).values():
-            yield from hosts(child or {}, conn)
+            yield from hosts(child or {}, merged)
 
-    found = dict(hosts(doc["all"], None))
-    assert found and all(conn == "community.docker.docker" for conn in found.values()), found
+    return dict(hosts(doc["all"], {}))
+
+
+def test_every_sim_host_is_reached_over_ssh_as_a_non_root_user_with_sudo_and_checked_host_keys():
+    found = _sim_hosts()
+    assert found
+    for name, hv in found.items():
+        assert hv["ansible_connection"] == "ansible.builtin.ssh", name
+        assert hv["ansible_user"] not in ("root", ""), name
+        assert hv["ansible_become"] is True, name
+        assert int(hv["ansible_ssh_timeout"]) <= 30, name
+        args = hv["ansible_ssh_common_args"]
+        assert "StrictHostKeyChecking=yes" in args and "UserKnownHostsFile={{ lksim_known_hosts }}" in args, name
+        assert not any(v in hv for v in OFF_VARIABLES), name
+
+
+def test_ansible_cfg_bounds_the_connect_time_and_keeps_one_connection_per_node():
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, "ansible.cfg"))
+    assert cfg.getint("defaults", "timeout") <= 30
+    args = cfg.get("ssh_connection", "ssh_args")
+    assert "ControlPersist=" in args and "ServerAliveInterval=" in args

@@ -23,8 +23,9 @@ def node_of(host: str) -> str:
 
 
 def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | None = None, timeout: int = 900,
-                 lane: str | None = None, wait: bool = True):
-    """Run playbooks/<name> on inventories/sim. With wait=False, return the Popen (stdout to a file)."""
+                 lane: str | None = None, wait: bool = True, env: dict | None = None):
+    """Run playbooks/<name> on inventories/sim. With wait=False, return the Popen (stdout to a file).
+    ``env`` adds environment variables (e.g. a fresh ANSIBLE_SSH_CONTROL_PATH_DIR)."""
     argv = [PLAYBOOK, os.path.join(ROOT, "playbooks", name), "-i", os.path.join(ROOT, "inventories", "sim"),
             "-e", f"lane={lane or LANE}"]
     if overrides is not None:
@@ -32,7 +33,7 @@ def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | No
     argv += extra or []
     # Molecule exports ANSIBLE_FORCE_COLOR for its own runs; these outputs are parsed, so no colour.
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_FORCE_COLOR="0")
+               ANSIBLE_FORCE_COLOR="0", **(env or {}))
     if not wait:
         out = open(os.path.join(ROOT, ".sim", f"scenario-{name}-{int(time.time())}.log"), "w")
         return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

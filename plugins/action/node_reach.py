@@ -1,0 +1,58 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""Refuse, up front, the hosts that cannot be reached or cannot become root, one sentence each.
+
+One job: on the controller, read each play host's registered result of the first task that
+reached it (a ping through the play's connection and become settings) and fail with a sentence
+per host that names what happened and the fix (``_reach``). No host is contacted. The
+documentation lives in plugins/modules/node_reach.py.
+"""
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.lanekit.serving.plugins.module_utils import _reach as reach
+
+ARGUMENT_SPEC = dict(
+    results=dict(type="dict", required=True),
+)
+
+
+def _as_int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp
+        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        hostvars = task_vars.get("hostvars") or {}
+        found = []
+        for host in sorted(args["results"]):
+            res = args["results"][host] or {}
+            if not (res.get("unreachable") or res.get("failed")):
+                continue
+            # hostvars entries are templated when read.
+            hv = hostvars.get(host) or {}
+            timeout = _as_int(hv.get("ansible_ssh_timeout", hv.get("ansible_timeout")))
+            found.append(reach.explain(
+                host, str(res.get("msg") or res.get("module_stderr") or ""),
+                address=str(hv.get("ansible_host") or ""), user=str(hv.get("ansible_user") or ""),
+                timeout_s=timeout or getattr(self._play_context, "timeout", None),
+                unreachable=bool(res.get("unreachable"))))
+        result.update(changed=False, hosts=[r.to_dict() for r in found])
+        if found:
+            result.update(failed=True, msg=(
+                f"{len(found)} of {len(args['results'])} host(s) cannot be used, so nothing was changed on any "
+                "node:\n" + "\n".join(r.sentence for r in found)))
+        else:
+            result["msg"] = f"all {len(args['results'])} host(s) answered and became root"
+        return result
