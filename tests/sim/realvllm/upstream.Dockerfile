@@ -23,13 +23,15 @@
 ARG LKSIM_BASE_IMAGE=lksim/base:bookworm
 
 FROM ${LKSIM_BASE_IMAGE} AS os
-# g++ (and libgomp's omp.h with it): TP>1 compiles inductor C++ kernels at the first request.
+# g++ (and libgomp's omp.h with it) and python3-dev (Python.h): TP>1 compiles inductor C++ kernels
+# at the first request; without Python.h that compile fails ("fatal error: Python.h: No such file
+# or directory") and the engine dies (tests/fixtures/real_vllm/first_request_no_python_h).
 # libnuma1: vLLM's CPU worker binds threads with libnuma. libtcmalloc-minimal4: vLLM's CPU platform
 # preloads tcmalloc when it finds it. procps: ps/pkill for the engine's process handling and for
 # humans. ca-certificates: nothing is fetched at run time (HF_HUB_OFFLINE), but the real image has it.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        g++ libgomp1 libnuma1 libtcmalloc-minimal4 procps ca-certificates \
+        g++ python3-dev libgomp1 libnuma1 libtcmalloc-minimal4 procps ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 
 FROM os AS install
