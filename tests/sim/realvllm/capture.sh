@@ -5,7 +5,7 @@
 # capture.sh CASE OUTDIR: run one real-vLLM TP2 case (two containers, see lane.sh) from a fresh
 # start and save rank0.log, rank1.log, notes.txt (timings) and, for "ok", http.json.
 # Cases: ok, bogus_flag, rank1_killed_boot, rank1_killed_ready, rank1_killed_idle, rank0_killed_ready,
-# kv_too_small.
+# kv_too_small, rank1_late.
 # Every loop is bounded; the only addresses contacted are the two containers'.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -93,6 +93,20 @@ rank1_killed_ready)
     req chat_after_kill POST /v1/chat/completions "$LK_KEY" '{"model":"tiny","messages":[{"role":"user","content":"hello world"}],"max_tokens":4,"temperature":0}'
     if t=$(lk_wait_exit 0 "${LK_OBSERVE_S:-180}"); then note "rank0 exited ${t} s after the requests, code $(lk_exitcode 0)"
     else note "rank0 still running ${LK_OBSERVE_S:-180} s after the requests"; req health_late GET /health ""; fi
+    ;;
+rank1_late)
+    # Rank 0 alone for LK_OBSERVE_S (what does a head print while a rank is missing?), then rank 1.
+    lk_clean; lk_net_up
+    note "image: $LK_IMAGE ($(docker image inspect -f '{{.Id}}' "$LK_IMAGE" | cut -c1-19)); date: $(date -u +%Y-%m-%dT%H:%M:%SZ); loadavg: $(cut -d' ' -f1-3 /proc/loadavg)"
+    T0=$(date +%s.%N)
+    lk_start 0
+    sleep "${LK_OBSERVE_S:-90}"
+    note "rank0 alone for ${LK_OBSERVE_S:-90} s: running $(lk_running 0 && echo yes || echo no), $(docker logs lkreal-rank0 2>&1 | wc -l) log lines; last: $(docker logs lkreal-rank0 2>&1 | tail -1 | cut -c1-200)"
+    lk_start 1; note "rank1 started at $(since) s"
+    if lk_wait_log 0 "Application startup complete." 600 >/dev/null; then note "ready at $(since) s"
+        req chat POST /v1/chat/completions "$LK_KEY" '{"model":"tiny","messages":[{"role":"user","content":"hello world"}],"max_tokens":4,"temperature":0}'
+    else note "rank0 not ready (running: $(lk_running 0 && echo yes || echo no), code $(lk_exitcode 0))"; fi
+    docker stop -t 30 lkreal-rank0 lkreal-rank1 >/dev/null
     ;;
 rank1_killed_idle)
     # As rank1_killed_ready, but no inference request for LK_OBSERVE_S: does an idle head notice?

@@ -46,7 +46,8 @@ def main(capture: str) -> int:
             lines = body.splitlines()
             body = {"lines": len(lines), "vllm_metric_names": sorted({ln.split("{")[0].split(" ")[0] for ln in lines
                                                                        if ln.startswith("vllm:")})}
-        out.append({"name": name, "request": requests.get(name, ""), "status": int(meta[-2]) if len(meta) >= 2 and meta[-2].isdigit() else meta,
+        status = int(meta[-2]) if len(meta) >= 2 and meta[-2].isdigit() else meta
+        out.append({"name": name, "request": requests.get(name, ""), "status": status,
                     "seconds": float(meta[-1]) if meta else None, "headers": headers, "body": body})
     with open(os.path.join(capture, "http.json"), "w", encoding="utf-8") as handle:
         json.dump(out, handle, indent=1, ensure_ascii=False)
