@@ -18,8 +18,19 @@ Each profile also says how a rank container reaches the GPUs (``rank_container``
 ask docker for the GPUs (``--gpus``); AMD ranks get ``/dev/kfd`` and ``/dev/dri``, the ``video``
 group and no NVIDIA device request, as ROCm's and vLLM's ROCm docker instructions say. The
 inventory's ``lanekit_rank_*`` variables override these per cluster.
+
+CPU nodes (``cpu_x86``: x86-64 nodes running vLLM's CPU backend) have no GPU: the GPU facts
+(``gpu_name``, ``compute_capability``, ``device_memory_gib``, ``admission_free_gib``,
+``visible_devices_env``) are None, which is what every reader keys on (``requires_gpu``,
+``kv_in_device_memory``); rank containers ask docker for no GPU and no device. There the KV cache and
+the weights live in host RAM, and the KV cache is a fixed number of GiB per rank set in the rank's
+environment (``cpu_backend``), not a fraction of device memory. ``gpus_per_node`` counts engine
+processes per node (CPU workers), one by default; more workers on one node need explicit thread
+binding (the ``cpu-threads-bind`` lint rule).
 """
 from __future__ import annotations
+
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 GIB_PER_GB = 1e9 / 2**30
 
@@ -29,6 +40,8 @@ NVIDIA_RANK_CONTAINER = {"gpus": "all", "devices": [], "group_add": [], "securit
 # --device=/dev/kfd --device=/dev/dri --group-add video (plus SYS_PTRACE/seccomp for debugging,
 # which lanekit leaves to the inventory).
 AMD_RANK_CONTAINER = {"gpus": "", "devices": ["/dev/kfd", "/dev/dri"], "group_add": ["video"], "security_opt": []}
+# CPU nodes: no GPU request, no device; the engine computes on the host's cores.
+CPU_RANK_CONTAINER = {"gpus": "", "devices": [], "group_add": [], "security_opt": []}
 
 # Environment every rank gets on discrete NVIDIA data-centre GPUs: none beyond the recipe's.
 _NVIDIA_ENGINE_ENV: dict = {"sglang": {}, "vllm": {}}
@@ -62,6 +75,25 @@ def _discrete(display: str, gpu_name: str, vendor: str, gpus: int, memory_gb: fl
         "source": source,
     }
 
+
+# vLLM's CPU backend, as vllm-cpu 0.32.0 behaves (shared/reference/real-engine.md; vLLM's envs.py for the
+# variables). SGLang has no entry: its CPU backend is a source build for AMX Xeons, not a PyPI install.
+VLLM_CPU_BACKEND = {
+    # The KV cache is this many GiB of host RAM per rank (an integer); --gpu-memory-utilization plays no part.
+    # Unset, vLLM sizes it itself (4 GiB in the releases that document a default; newer releases treat the
+    # variable as a legacy form of --kv-cache-memory-bytes), so the lint cannot check an unset value.
+    "kv_space_env": "VLLM_CPU_KVCACHE_SPACE",
+    # OpenMP thread binding: CPU ids per local worker, separated by '|'; unset means auto, one NUMA node per
+    # local worker ("Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers" on a one-node box).
+    "threads_bind_env": "VLLM_CPU_OMP_THREADS_BIND",
+    "threads_bind_auto": "auto",
+    # Variables a rank takes from its host's inventory variable when that is set (else the lane's serve.env):
+    # which cores a rank's threads use is a fact of the host, e.g. two nodes sharing one machine.
+    "host_env": {"VLLM_CPU_OMP_THREADS_BIND": "lanekit_cpu_threads_bind"},
+    # Head sizes the CPU attention kernels support; another boots, then dies on the first request
+    # ("Unsupported CPU attention configuration: head_dim=16").
+    "head_sizes": (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512),
+}
 
 PROFILES = {
     "dgx_spark_gb10": {
@@ -115,6 +147,33 @@ PROFILES = {
                         source="AMD Instinct MI350 Series product page: 288 GB HBM3E; gfx950 (CDNA 4)"),
     "mi355x": _discrete("AMD Instinct MI355X platform (8x MI355X)", "AMD Instinct MI355X", "amd", 8, 288, gfx="gfx950",
                         source="AMD Instinct MI350 Series product page: 288 GB HBM3E; gfx950 (CDNA 4)"),
+    # x86-64 CPU nodes generally (the recipe taxonomy's xeon6 / xeon5 are such nodes; they have no profile of
+    # their own because the recipe compiler sizes lanes from device memory, which a CPU node does not have).
+    "cpu_x86": {
+        "display_name": "x86-64 CPU node (vLLM CPU backend)",
+        "gpu_name": None,  # no GPU: the preflight requires none (requires_gpu)
+        "vendor": "cpu",
+        # The CPU architecture the nodes (and so the image) must have; lanekit_node_arch defaults to it.
+        "arch": "amd64",
+        "compute_capability": None,
+        "gfx_arch": None,
+        # One engine process (one CPU worker) per node; see the module docstring.
+        "gpus_per_node": 1,
+        # No device memory: KV cache and weights live in host RAM (cpu_backend's kv_space_env).
+        "device_memory_gib": None,
+        "admission_free_gib": None,
+        "admission_estimated": False,
+        "unified_memory": False,
+        # The engine's memory is ordinary host memory, for which the kernel reclaims page cache: the cache
+        # role keeps MemAvailable above its headroom, as with a discrete GPU (published in the plan).
+        "memory_model": "discrete",
+        "env": {},
+        "engine_env": {"sglang": {}, "vllm": {}},
+        "rank_container": CPU_RANK_CONTAINER,
+        "visible_devices_env": None,
+        "cpu_backend": {"vllm": VLLM_CPU_BACKEND},
+        "source": "measured: vllm-cpu 0.32.0 on an x86_64 build machine (shared/reference/real-engine.md)",
+    },
 }
 
 
@@ -122,6 +181,66 @@ def sm_major(profile: dict) -> int | None:
     """The CUDA compute capability's major number; None on hardware without one (AMD)."""
     capability = profile.get("compute_capability")
     return int(str(capability).split(".", 1)[0]) if capability else None
+
+
+def requires_gpu(profile: dict) -> bool:
+    """Whether a node must show the profile's GPU: every profile that names one (not the CPU profiles)."""
+    return bool(profile.get("gpu_name"))
+
+
+def kv_in_device_memory(profile: dict) -> bool:
+    """Whether the KV cache is a fraction of device memory (GPUs), which the kv-budget rules check."""
+    return profile.get("device_memory_gib") is not None
+
+
+def cpu_backend(profile: dict, engine: str) -> dict | None:
+    """The engine's CPU-backend facts on this hardware (VLLM_CPU_BACKEND); None on GPUs or for an engine
+    without a CPU backend."""
+    return (profile.get("cpu_backend") or {}).get(engine)
+
+
+def host_env(profile: dict, engine: str, host: str, host_vars: dict) -> dict:
+    """Rank environment taken from the host's own inventory variables (``cpu_backend``'s ``host_env``):
+    {variable: value} for each such variable the host sets."""
+    out = {}
+    for env, variable in ((cpu_backend(profile, engine) or {}).get("host_env") or {}).items():
+        value = host_vars.get(variable)
+        if value is None or value == "":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or (isinstance(value, str) and (
+                value != value.strip() or any(c.isspace() for c in value))):
+            raise LanekitError(
+                f"host {host}: {variable} is {value!r}; expected text "
+                f"without spaces such as '0' or '0-3' (the value of {env} for that host's rank), in its host_vars.")
+        out[env] = str(value)
+    return out
+
+
+def node_mismatch(profile: dict, gpu: dict, arch: str, docker: dict, lane_arch: str) -> str:
+    """Why a node cannot run a lane on ``profile``, as one sentence; '' when it can.
+
+    ``profile`` is the plan's ``hardware_profile``; ``gpu``, ``arch`` (docker's spelling) and ``docker`` are
+    what node_facts read on the node; ``lane_arch`` is the plan's image architecture (lanekit_node_arch).
+    A profile without a GPU (CPU nodes) requires none: the node may have one or not.
+    """
+    gpu = gpu or {}
+    version = (docker or {}).get("server_version") or ""
+    error = (docker or {}).get("error") or ""
+    wanted = profile.get("compute_capability") or profile.get("gfx_arch")
+    needs_gpu = requires_gpu(profile)
+    ok = arch == lane_arch and bool(version)
+    if needs_gpu:
+        ok = ok and gpu.get("name") == profile.get("gpu_name") and gpu.get("compute_capability") == wanted
+    if ok:
+        return ""
+    daemon = f"a running docker daemon{f' ({error})' if error else ''}"
+    if not needs_gpu:
+        return (f"it reports architecture {arch} and docker '{version}'; the lane needs {lane_arch} (lanekit_node_arch) "
+                f"and {daemon} (its hardware profile, {profile.get('display_name')}, needs no GPU). Fix the node or the "
+                f"inventory.")
+    return (f"it reports GPU '{gpu.get('name', 'none')}' (compute capability {gpu.get('compute_capability', '?')}), "
+            f"architecture {arch} and docker '{version}'; the lane needs {profile.get('gpu_name')} ({wanted}), "
+            f"{lane_arch} (lanekit_node_arch) and {daemon}. Fix the node or the inventory.")
 
 
 def vendor(profile: dict) -> str:

@@ -78,6 +78,9 @@ SCHEMA = {
         "size_gib": _f("num"),
         "arch": _f("str"),
         "attention": _f("enum", False, ("dsa_mla", "mla", "mha", "gqa")),
+        # The attention head size (config.json head_dim): checked where the engine's kernels support only
+        # some sizes (vLLM's CPU attention, the cpu-head-dim lint rule).
+        "head_dim": _f("int", False, minimum=1),
         "moe": _f("bool", False, None, False),
         "quantization": _f("str"),
         "source": _f("map", False, {

@@ -6,14 +6,25 @@
 Each rule has an id, a severity (``error`` stops the plan, ``warning`` is printed) and a message
 that says what would go wrong on hardware and the fix. Rules read a LintContext: the validated
 lane, its hardware profile, the resolved image and the inventory hosts. They never touch a host.
+
+Each rule says how it scopes (which engines, which hardware). The GPU memory rules (kv-budget,
+kv-budget-unchecked, cuda-graph-sizes) apply where the KV cache is a fraction of device memory
+(``_hardware.kv_in_device_memory``); the SM12x rules where the profile has CUDA compute capability 12.x;
+the ``cpu-*`` rules where the profile declares the engine's CPU backend (``_hardware.cpu_backend``).
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget
-from ansible_collections.lanekit.serving.plugins.module_utils._hardware import sm_major
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import (
+    cpu_backend,
+    kv_in_device_memory,
+    requires_gpu,
+    sm_major,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env, timeout_value
 from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import flag_number
 
@@ -30,6 +41,7 @@ class LintContext:
     node_ranks: dict = field(default_factory=dict)  # host -> explicit node_rank host var, if any
     purpose: str = "plan"  # plan | deploy
     rank_container: dict = field(default_factory=dict)  # how ranks reach the GPUs (_hardware.rank_container)
+    host_env: dict = field(default_factory=dict)  # host -> rank env from its inventory variables (_hardware.host_env)
 
 
 @dataclass
@@ -125,6 +137,7 @@ def docker_args_unsupported(ctx):
 
 @rule("sm12x-dsa-attention", ERROR, "DSA models on SM12x need the DSA attention backend (SGLang)")
 def sm12x_dsa_attention(ctx):
+    # Scope: SGLang lanes on a profile with compute capability 12.x (none on AMD or CPU profiles).
     if ctx.lane["engine"] != "sglang" or not _is_sm12x(ctx) or ctx.lane["model"].get("attention") != "dsa_mla":
         return
     backend = _args(ctx).get("--attention-backend")
@@ -139,6 +152,7 @@ def sm12x_dsa_attention(ctx):
 
 @rule("flashinfer-sparse-mla-glm-only", ERROR, "flashinfer_sparse_mla is GLM-DSA only")
 def flashinfer_sparse_mla(ctx):
+    # Scope: any lane that names the backend in its flags (only SGLang has it); hardware plays no part.
     arch = ctx.lane["model"].get("arch") or ""
     if arch.startswith("glm"):
         return
@@ -153,6 +167,7 @@ def flashinfer_sparse_mla(ctx):
 
 @rule("nvfp4-moe-runner", ERROR, "NVFP4 MoE on SM120/121 needs flashinfer_cutlass (SGLang)")
 def nvfp4_moe_runner(ctx):
+    # Scope: SGLang lanes of an NVFP4 MoE checkpoint on a profile with compute capability 12.x.
     model = ctx.lane["model"]
     if ctx.lane["engine"] != "sglang" or not _is_sm12x(ctx) or not model.get("moe"):
         return
@@ -169,6 +184,7 @@ def nvfp4_moe_runner(ctx):
 
 @rule("fp8-kv-dsa-tilelang", ERROR, "an FP8 KV cache with DSA needs both DSA backends on tilelang (SGLang)")
 def fp8_kv_dsa_tilelang(ctx):
+    # Scope: SGLang lanes with the DSA attention backend and an FP8 KV cache, on any hardware.
     args = _args(ctx)
     if ctx.lane["engine"] != "sglang" or args.get("--attention-backend") != "dsa":
         return
@@ -273,6 +289,9 @@ def boot_budget(ctx):
 
 @rule("cuda-graph-sizes", WARNING, "explicit CUDA-graph capture sizes cost graph memory")
 def cuda_graph_sizes(ctx):
+    # Scope: GPUs, where graph memory comes out of the KV budget (no CUDA graphs on CPU nodes).
+    if not kv_in_device_memory(ctx.profile):
+        return
     args = _args(ctx)
     explicit = "--cuda-graph-sizes" in args
     config = args.get("--compilation-config")
@@ -304,6 +323,8 @@ def no_cache_drop(ctx):
 
 @rule("topology", ERROR, "world size, node count and node ranks agree")
 def topology(ctx):
+    # Scope: every lane. The per-node cap is the profile's GPU count on GPU profiles only: a CPU node runs
+    # as many workers as its thread binding gives them (cpu-threads-bind).
     topo = ctx.lane["topology"]
     world = topo["tensor_parallel"] * topo["pipeline_parallel"] * topo["data_parallel"]
     if world % topo["nodes"]:
@@ -314,9 +335,11 @@ def topology(ctx):
     elif world != topo["nodes"] * topo["gpus_per_node"]:
         yield (
             f"the world size {world} does not match topology.nodes x gpus_per_node = "
-            f"{topo['nodes'] * topo['gpus_per_node']}; some GPUs would idle or be oversubscribed. Fix topology."
+            f"{topo['nodes'] * topo['gpus_per_node']}; some {'GPUs' if requires_gpu(ctx.profile) else 'CPU workers'} "
+            f"would idle or be oversubscribed. Fix topology."
         )
-    if ctx.profile.get("gpus_per_node") and topo["gpus_per_node"] > ctx.profile["gpus_per_node"]:
+    if requires_gpu(ctx.profile) and ctx.profile.get("gpus_per_node") and \
+            topo["gpus_per_node"] > ctx.profile["gpus_per_node"]:
         yield (
             f"topology.gpus_per_node is {topo['gpus_per_node']} but a {ctx.profile['display_name']} has "
             f"{ctx.profile['gpus_per_node']}. Fix topology.gpus_per_node or the hardware profile."
@@ -344,6 +367,7 @@ def image_pin(ctx):
 
 @rule("kv-budget", ERROR, "one request of the maximum length fits the KV budget")
 def kv_budget(ctx):
+    # Scope: profiles whose KV cache is a fraction of device memory (GPUs); cpu-kv-space on CPU nodes.
     result = kv_assessment(ctx.lane, ctx.profile)
     if result is None:
         return
@@ -354,6 +378,9 @@ def kv_budget(ctx):
 
 @rule("kv-budget-unchecked", WARNING, "the lane states the figures the KV budget check needs")
 def kv_budget_unchecked(ctx):
+    # Scope: as kv-budget; on CPU nodes cpu-kv-space-unchecked says what the CPU check lacks.
+    if not kv_in_device_memory(ctx.profile):
+        return
     lane = ctx.lane
     flag = _engine(ctx).memory_fraction_flag
     if not lane.get("memory"):
@@ -370,11 +397,18 @@ def kv_budget_unchecked(ctx):
         )
 
 
-@rule("rank-gpu-access", ERROR, "AMD rank containers get /dev/kfd, /dev/dri and the video group, no NVIDIA request")
+@rule("rank-gpu-access", ERROR,
+      "AMD rank containers get /dev/kfd, /dev/dri and the video group, no NVIDIA request; CPU ranks ask for no GPU")
 def rank_gpu_access(ctx):
+    # Scope: AMD profiles (ROCm devices) and profiles without a GPU (no GPU request); NVIDIA needs nothing here.
     access, profile = ctx.rank_container, ctx.profile
     if not access:
         return
+    if not requires_gpu(profile) and access.get("gpus"):
+        yield (
+            f"lanekit_rank_gpus is {access['gpus']!r} on {profile['display_name']}: that asks docker for NVIDIA GPUs "
+            f"(--gpus, an nvidia device request), which a node without GPUs cannot grant, so docker would refuse to "
+            f"start the rank. Set lanekit_rank_gpus: '' (or leave it unset) for these nodes.")
     devices = [str(d).split(":", 1)[0] for d in access.get("devices") or []]
     if profile.get("vendor") == "amd":
         if access.get("gpus"):
@@ -392,6 +426,159 @@ def rank_gpu_access(ctx):
                 f"video group, so the rank could not open them. Add video to lanekit_rank_group_add.")
 
 
+def _where(ctx: LintContext) -> str:
+    return ctx.lane.get("_source") or f"lanes/{ctx.lane['lane']}.yml"
+
+
+@rule("cpu-engine", ERROR, "a CPU hardware profile runs an engine whose CPU backend lanekit knows")
+def cpu_engine(ctx):
+    # Scope: profiles without a GPU (cpu_x86); the engines they know are their cpu_backend entries.
+    if requires_gpu(ctx.profile) or cpu_backend(ctx.profile, ctx.lane["engine"]) is not None:
+        return
+    known = ", ".join(sorted(ctx.profile.get("cpu_backend") or {})) or "none"
+    yield (
+        f"{_where(ctx)}: key 'engine' is {ctx.lane['engine']} on hardware {ctx.lane['hardware']} "
+        f"({ctx.profile['display_name']}), but lanekit knows no CPU backend of {_engine(ctx).display} (SGLang's is a "
+        f"source build for AMX Xeons), so its ranks would look for a GPU; use engine {known} on these nodes, or a GPU "
+        f"hardware profile.")
+
+
+def cpu_kv_assessment(lane: dict, profile: dict) -> dict | None:
+    """The CPU KV space of the lane (``cpu_backend``'s ``kv_space_env`` GiB per rank), or None when the hardware
+    has no CPU backend for the engine, or the lane lacks the figures (cpu-kv-space-unchecked says which)."""
+    backend = cpu_backend(profile, lane["engine"])
+    memory = lane.get("memory")
+    if backend is None or not memory:
+        return None
+    engine = _engines.get(lane["engine"])
+    args = {k: v for k, v in lane["serve"]["args"].items() if v is not None and v is not False}
+    max_len = flag_number(args.get(engine.max_len_flag), integer=True)
+    space = effective_env(lane).get(backend["kv_space_env"])
+    if max_len is None or space is None or _whole_gib(space) is None:
+        return None
+    space_gib = _whole_gib(space)
+    per_token, block = memory["kv_bytes_per_token"], memory.get("kv_block_tokens", 64)
+    tokens = _kvbudget.max_tokens(space_gib, per_token, block)
+    need = _kvbudget.request_gib(int(max_len), per_token)
+    return {"kv_space_env": backend["kv_space_env"], "kv_space_gib": space_gib, "kv_bytes_per_token": per_token,
+            "max_model_len": int(max_len), "request_gib": round(need, 4), "max_tokens": tokens,
+            "fits": tokens >= int(max_len)}
+
+
+def _whole_gib(value) -> int | None:
+    """vLLM reads the CPU KV space with int(): a whole number of GiB, else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+@rule("cpu-kv-space", ERROR, "one request of the maximum length fits the CPU KV cache space")
+def cpu_kv_space(ctx):
+    # Scope: profiles that declare the engine's CPU backend (cpu_x86 with vLLM): the KV cache is host RAM of
+    # VLLM_CPU_KVCACHE_SPACE GiB per rank, not a fraction of device memory (kv-budget on GPUs).
+    backend = cpu_backend(ctx.profile, ctx.lane["engine"])
+    if backend is None:
+        return
+    env = backend["kv_space_env"]
+    value = _env(ctx).get(env)
+    if value is not None and _whole_gib(value) is None:
+        yield (
+            f"{_where(ctx)}: key 'serve.env.{env}' is {value!r}, but vLLM reads it as a whole number of GiB with int(), "
+            f"so the engine would refuse to start (\"invalid literal for int()\"); set it to a whole number such as 1.")
+        return
+    result = cpu_kv_assessment(ctx.lane, ctx.profile)
+    if result is None or result["fits"]:
+        return
+    flag = _engine(ctx).max_len_flag
+    need_gib = max(1, math.ceil(result["request_gib"]))
+    shorter = f", or lower serve.args.{flag} to {result['max_tokens']:,}" if result["max_tokens"] > 0 else ""
+    yield (
+        f"{_where(ctx)}: key 'serve.env.{env}' is {result['kv_space_gib']} GiB of KV cache per rank, room for "
+        f"{result['max_tokens']:,} tokens at {result['kv_bytes_per_token']:,} bytes per token "
+        f"(memory.kv_bytes_per_token), but one {result['max_model_len']:,}-token request (serve.args.{flag}) needs "
+        f"{result['request_gib']:.2f} GiB, so the engine would refuse after loading the weights: \"To serve at least "
+        f"one request with the model's max seq len ({result['max_model_len']}), ({result['request_gib']:.2f} GiB KV "
+        f"cache is needed, which is larger than the available KV cache memory ({result['kv_space_gib']:.2f} GiB)\"; "
+        f"set {env} to at least {need_gib}{shorter}.")
+
+
+@rule("cpu-kv-space-unchecked", WARNING, "the lane states the figures the CPU KV space check needs")
+def cpu_kv_space_unchecked(ctx):
+    # Scope: as cpu-kv-space.
+    backend = cpu_backend(ctx.profile, ctx.lane["engine"])
+    if backend is None:
+        return
+    env, flag = backend["kv_space_env"], _engine(ctx).max_len_flag
+    if not ctx.lane.get("memory"):
+        yield (
+            f"{_where(ctx)}: the lane has no memory section (memory.kv_bytes_per_token), so whether one request fits "
+            f"the CPU KV space ({env}) is not checked before boot; a too-small space would surface only after the "
+            f"weights load. Add the memory figures.")
+    elif _env(ctx).get(env) is None:
+        yield (
+            f"{_where(ctx)}: key 'serve.env.{env}' is not set, so vLLM sizes the CPU KV cache itself (4 GiB in the "
+            f"releases that document a default; newer releases size it from the node's memory) and the KV check is "
+            f"skipped; set it to the whole GiB of host RAM each rank's KV cache may take.")
+    elif _args(ctx).get(flag) is None:
+        yield (
+            f"{_where(ctx)}: key 'serve.args.{flag}' is not set, so the engine derives the maximum model length from "
+            f"the checkpoint and the CPU KV check is skipped; set it to check that one request of that length fits.")
+
+
+@rule("cpu-threads-bind", ERROR, "several CPU workers on one node get their threads bound explicitly")
+def cpu_threads_bind(ctx):
+    # Scope: profiles that declare the engine's CPU backend. The value a rank gets is its host's inventory
+    # variable when set (cpu_backend's host_env), else the lane's serve.env, else the engine's auto.
+    backend = cpu_backend(ctx.profile, ctx.lane["engine"])
+    if backend is None:
+        return
+    topo = ctx.lane["topology"]
+    workers = max(1, topo["tensor_parallel"] * topo["pipeline_parallel"] * topo["data_parallel"] // topo["nodes"])
+    env, auto = backend["threads_bind_env"], backend["threads_bind_auto"]
+    variable = backend["host_env"].get(env, "")
+    lane_value = _env(ctx).get(env)
+    by_value: dict = {}
+    for host in ctx.hosts or [None]:
+        value = (ctx.host_env.get(host) or {}).get(env) if host else None
+        value = str(value if value is not None else (lane_value if lane_value is not None else auto))
+        by_value.setdefault(value, []).append(host)
+    for value, hosts in by_value.items():
+        where = f"on {', '.join(h for h in hosts if h)}" if any(hosts) else "on every node"
+        source = (f"{variable} for those hosts" if any((ctx.host_env.get(h) or {}).get(env) is not None for h in hosts if h)
+                  else f"serve.env.{env}" + (" unset: vLLM's default" if lane_value is None else ""))
+        if value == auto and workers > 1:
+            yield (
+                f"{_where(ctx)}: {env} is {auto} ({source}) {where}, where each node runs {workers} CPU workers "
+                f"(topology: tensor_parallel {topo['tensor_parallel']} x pipeline_parallel {topo['pipeline_parallel']} "
+                f"x data_parallel {topo['data_parallel']} over {topo['nodes']} nodes); auto binds each local worker to "
+                f"a NUMA node of its own, so on a node with fewer NUMA nodes (a one-socket machine) vLLM refuses: "
+                f"\"Not enough allowed NUMA nodes to bind threads of {workers} local CPUWorkers\". Set {variable} in "
+                f"those hosts' host_vars (or serve.env.{env}) to one "
+                f"CPU list per worker separated by '|' (e.g. '0|1'), or run one worker per node.")
+        elif value not in (auto, "nobind") and len(value.split("|")) < workers:
+            yield (
+                f"{_where(ctx)}: {env} is {value!r} ({source}) {where}, {len(value.split('|'))} CPU list(s) for the "
+                f"{workers} CPU workers each node runs; vLLM takes worker i's CPUs from the i-th '|'-separated list, "
+                f"so a worker would have none. Give one list per worker (e.g. '0|1').")
+
+
+@rule("cpu-head-dim", ERROR, "the model's head size is one the CPU attention kernels support")
+def cpu_head_dim(ctx):
+    # Scope: lanes that state model.head_dim, on profiles that declare the engine's CPU backend.
+    backend = cpu_backend(ctx.profile, ctx.lane["engine"])
+    head_dim = ctx.lane["model"].get("head_dim")
+    if backend is None or head_dim is None or head_dim in backend["head_sizes"]:
+        return
+    sizes = ", ".join(str(s) for s in backend["head_sizes"])
+    yield (
+        f"{_where(ctx)}: key 'model.head_dim' is {head_dim}, but vLLM's CPU attention supports head sizes {sizes}: "
+        f"the engine boots, then dies on the first request (\"RuntimeError: Unsupported CPU attention configuration: "
+        f"head_dim={head_dim}\"); serve a checkpoint whose head size is one of those (or correct model.head_dim).")
+
+
 @rule("recipe-troubleshooting", WARNING, "the recipe's known failures and their fixes, shown with the plan")
 def recipe_troubleshooting(ctx):
     for note in ctx.lane.get("notes") or []:
@@ -400,7 +587,9 @@ def recipe_troubleshooting(ctx):
 
 
 def kv_assessment(lane: dict, profile: dict) -> dict | None:
-    """The KV budget of the lane, or None when the lane lacks the figures."""
+    """The KV budget of the lane, or None when the lane lacks the figures or its KV cache is not in device memory."""
+    if not kv_in_device_memory(profile):
+        return None
     memory = lane.get("memory")
     args = {k: v for k, v in lane["serve"]["args"].items() if v is not None}
     engine = _engines.get(lane["engine"])

@@ -19,7 +19,7 @@ import re
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint, _plan_layout
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, rank_container
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, host_env, rank_container
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     effective_env,
@@ -231,10 +231,18 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
             env.update(profile.get("env", {}))
             env.update(profile.get("engine_env", {}).get(lane["engine"], {}))
             env.update(effective_env(rlane))
+            # What the host's own inventory variables set for its rank (the profile declares which): over the lane's.
+            env.update(host.get("host_env") or {})
         env.update(_fabric_env(engine, host))
         if record["gpu"] and cluster.get("rank_visible_devices") not in (None, ""):
             # A rank that owns some of the node's GPUs (e.g. a second TP4 replica on GPUs 4-7).
-            env[profile.get("visible_devices_env") or "CUDA_VISIBLE_DEVICES"] = str(cluster["rank_visible_devices"])
+            variable = profile.get("visible_devices_env", "CUDA_VISIBLE_DEVICES")
+            if variable is None:
+                raise LanekitError(
+                    f"lanekit_rank_visible_devices is {cluster['rank_visible_devices']!r}, but lane {lane['lane']} runs "
+                    f"on {profile.get('display_name')} nodes, which have no GPUs to choose; remove it from the inventory "
+                    f"(name the CPU cores of a host's rank with lanekit_cpu_threads_bind instead).")
+            env[variable] = str(cluster["rank_visible_devices"])
         if record.get("pool") in _plan_layout.POOLS:
             # NIXL's side channel listens on the rank's own fabric address (the site's $<ROLE>_NODE_k).
             env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = host.get("fabric_ip") or ""
@@ -549,7 +557,13 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
                 )
     head_vars = hosts[0]["vars"]
     profile = PROFILES[lane["hardware"]]
-    arch = str(head_vars.get("lanekit_node_arch") or "arm64")
+    # A profile that fixes the CPU architecture (cpu_x86: amd64) is the default and refuses another.
+    arch = str(head_vars.get("lanekit_node_arch") or profile.get("arch") or "arm64")
+    if profile.get("arch") and arch != profile["arch"]:
+        raise LanekitError(
+            f"lanekit_node_arch is {arch!r}, but lane {lane['lane']} runs on hardware {lane['hardware']} "
+            f"({profile['display_name']}), whose nodes are {profile['arch']}; set lanekit_node_arch: {profile['arch']} "
+            f"in the inventory's group_vars for these nodes.")
     digests = plain(head_vars.get("lanekit_image_digests")) or {}
     if not isinstance(digests, dict):
         raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
@@ -572,8 +586,10 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     check_cluster(cluster)
     # Lint sees the GPU access the ranks get, after the inventory values were checked.
     access = {key: cluster[f"rank_{key}"] for key in access}
+    # Rank environment from each host's own variables (the profile declares which, e.g. CPU thread binding).
+    envs = {h["name"]: host_env(profile, lane["engine"], h["name"], plain(h["vars"])) for h in hosts}
     ctx = _lint.LintContext(lane=lane, profile=profile, image=image, hosts=[h["name"] for h in hosts],
-                            node_ranks=node_ranks, purpose=purpose, rank_container=access)
+                            node_ranks=node_ranks, purpose=purpose, rank_container=access, host_env=envs)
     findings = _lint.run(ctx, lint_skip or [])
     # Every rank's effective lane goes through the same rules: a host-level override can break one rank only.
     checked = [lane]
@@ -583,7 +599,8 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
             continue
         checked.append(other)
         more = _lint.run(_lint.LintContext(lane=other, profile=profile, image=image, hosts=ctx.hosts,
-                                           node_ranks=node_ranks, purpose=purpose, rank_container=access),
+                                           node_ranks=node_ranks, purpose=purpose, rank_container=access,
+                                           host_env=envs),
                          lint_skip or [])
         for kind in ("errors", "warnings"):
             known = {item["message"] for item in findings[kind]}
@@ -598,6 +615,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         "ib_hca": h["vars"].get("ib_hca"),
         "ucx_net_devices": h["vars"].get("ucx_net_devices"),
         "node_rank": plain(h["vars"].get("node_rank")),
+        "host_env": envs[h["name"]],
     } for h in hosts]
     secrets = lane_secrets(lane, head_vars, engine)
     plan = render(lane, profile, image, host_specs, cluster, lanes, reports_root, secrets)
@@ -605,11 +623,13 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
         # Names, the env file and a hash only; probes and bench send lanekit_api_key when key_required.
         plan["secrets"] = plan_secrets(lane, secrets)
         plan["api"]["key_required"] = plan["secrets"]["api_key"]
-    memory = _lint.kv_assessment(lane, profile)
+    memory = _lint.kv_assessment(lane, profile) or _lint.cpu_kv_assessment(lane, profile)
     plan["memory"] = None if memory is None else {k: v for k, v in memory.items() if k not in _kvbudget.ADVICE_KEYS}
     plan["hardware_profile"] = {k: profile[k] for k in ("display_name", "gpu_name", "compute_capability",
                                                         "device_memory_gib", "admission_free_gib", "unified_memory")}
     plan["hardware_profile"].update({k: profile.get(k) for k in ("vendor", "gfx_arch", "gpus_per_node")})
+    # Published only when the profile states it, so the plans of the GPU profiles do not change.
+    plan["hardware_profile"].update({k: profile[k] for k in ("memory_model", "arch") if profile.get(k)})
     # Operator notes (a recipe lane's notes); "Troubleshooting: " notes are lint warnings instead.
     plan["notes"] = [n for n in lane.get("notes") or [] if not n.startswith(_lint.TROUBLESHOOTING_PREFIX)]
     plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}

@@ -1,7 +1,8 @@
 #!/usr/bin/python
 # Copyright: lanekit developers
 # Apache-2.0
-"""Read what the preflight compares with a lane's hardware on one node: GPU, CPU architecture, docker version."""
+"""Read what the preflight compares with a lane's hardware on one node (GPU, CPU architecture, docker version), and
+say whether the node matches (the comparison is _hardware.node_mismatch)."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -21,7 +22,19 @@ description:
     each round trip on every node.
   - Read-only; never reports a change. A node without C(nvidia-smi), or whose driver does not answer,
     reports no GPU and says why in the C(error) key of RV(gpu) rather than failing, so the preflight can name the node.
-options: {}
+  - With O(hardware) and O(arch), also compares the node with the lane (RV(mismatch)); a hardware profile without a
+    GPU (CPU nodes) requires none, only the architecture and a docker daemon.
+options:
+  hardware:
+    description:
+      - The lane's hardware profile as the plan publishes it (C(lanekit_plan.hardware_profile)).
+      - Its C(gpu_name) and C(compute_capability) (or C(gfx_arch)) are what the node's GPU must report; a profile
+        whose C(gpu_name) is empty requires no GPU.
+    type: dict
+  arch:
+    description:
+      - The architecture the lane's image is built for (C(lanekit_plan.image.arch), docker's spelling such as V(amd64)).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -59,6 +72,12 @@ architecture:
   description: The CPU architecture as C(uname -m) reports it (V(aarch64), V(x86_64)).
   returned: always
   type: str
+mismatch:
+  description:
+    - Why the node cannot run the lane, as one sentence (what it reports, what the lane needs and the fix); empty when
+      it matches. Only with O(hardware) and O(arch).
+  returned: when O(hardware) and O(arch) are given
+  type: str
 docker:
   description:
     - The docker daemon's version (C(server_version)), empty when the CLI is missing or the daemon does not
@@ -71,6 +90,9 @@ docker:
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import normalize_arch
+from ansible_collections.lanekit.serving.plugins.module_utils._hardware import node_mismatch
 
 GPU_QUERY = ["--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
 
@@ -142,9 +164,20 @@ def read_docker(module: AnsibleModule) -> dict:
     return {"server_version": version} if version else {"server_version": "", "error": (err or out).strip()}
 
 
+def facts(module: AnsibleModule) -> dict:
+    """The node's facts and, when the lane's hardware and arch are given, whether the node matches them."""
+    gpu, architecture, docker = read_gpu(module), platform.machine(), read_docker(module)
+    out = {"changed": False, "gpu": gpu, "architecture": architecture, "docker": docker}
+    hardware, arch = module.params.get("hardware"), module.params.get("arch")
+    if hardware is not None and arch:
+        out["mismatch"] = node_mismatch(hardware, gpu, normalize_arch(architecture), docker, arch)
+    return out
+
+
 def main() -> None:
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    module.exit_json(changed=False, gpu=read_gpu(module), architecture=platform.machine(), docker=read_docker(module))
+    module = AnsibleModule(argument_spec={"hardware": {"type": "dict"}, "arch": {"type": "str"}},
+                           supports_check_mode=True)
+    module.exit_json(**facts(module))
 
 
 if __name__ == "__main__":

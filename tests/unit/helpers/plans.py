@@ -45,3 +45,37 @@ def plan(lane=VLLM, overrides=None, purpose="deploy", lint_skip=None, lanes_dir=
          reports_root=None, **kwargs):
     return plan_lane(lanes_dir, images_dir, lane, spark8_hosts(overrides=overrides, **kwargs), lint_skip, purpose,
                      reports_root)
+
+
+# The real-engine lane: a tiny Llama on two CPU nodes. Its image spec is written with the simulated
+# cluster's real-engine image; the tests plan against a placeholder spec (fixtures/images) instead.
+CPU_LANE = "tiny-llama-cpu-2x-vllm"
+CPU_IMAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "images")
+CPU_IPS = ("172.31.213.21", "172.31.213.22")
+CPU_API_KEY = "sk-lanekit-test-" + "0" * 32
+
+
+def cpu2_hosts(binds=("0", "1"), extra_vars=None, overrides=None):
+    """Two CPU nodes (cpu-01 head, cpu-02), as the simulated cluster's CPU pair: one 2-core machine whose
+    nodes bind rank 0 to CPU 0 and rank 1 to CPU 1 (``binds``; None leaves a host's variable unset)."""
+    group = {
+        "lanekit_weights_root": "/mnt/nfs/models",
+        "lanekit_node_arch": "amd64",
+        "lanekit_api_key": CPU_API_KEY,
+        "lanekit_rank_shm_size": "1g",
+        "lanekit_image_digests": {"tiny-llama-cpu-vllm": {"amd64": "sha256:" + "c" * 64}},
+    }
+    group.update(extra_vars or {})
+    hosts = []
+    for index, ip in enumerate(CPU_IPS):
+        host_vars = dict(group, fabric_ip=ip, fabric_ifname="eth0")
+        if binds[index] is not None:
+            host_vars["lanekit_cpu_threads_bind"] = binds[index]
+        layers = [("lane_cli_overrides given with -e", overrides)] if overrides is not None else []
+        hosts.append({"name": f"cpu-0{index + 1}", "vars": host_vars, "layers": layers})
+    return hosts
+
+
+def plan_cpu(overrides=None, purpose="deploy", lint_skip=None, hosts=None, **kwargs):
+    return plan_lane(LANES, CPU_IMAGES, CPU_LANE, hosts or cpu2_hosts(overrides=overrides, **kwargs), lint_skip,
+                     purpose)

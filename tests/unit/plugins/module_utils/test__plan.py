@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.lanekit.serving.plugins.module_utils import _plan
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import load_lane
-from tests.unit.helpers.plans import IMAGES, LANES, REPO, SGLANG, VLLM, plan
+from tests.unit.helpers.plans import CPU_API_KEY, CPU_IPS, IMAGES, LANES, REPO, SGLANG, VLLM, cpu2_hosts, plan, plan_cpu
 
 GOLDEN = os.path.join(REPO, "tests", "fixtures", "golden")
 
@@ -289,3 +289,66 @@ def _normalised_text(text: str) -> str:
     for path in sorted({REPO, os.path.realpath(REPO)}, key=len, reverse=True):
         text = text.replace(path, "<checkout>")
     return text
+
+
+# --- the real-engine lane: a tiny Llama on two CPU nodes ------------------------------------------------
+
+CPU_MODEL = "/mnt/nfs/models/lanekit/tiny-llama-2l-h128/.revisions/unpinned"
+CPU_LANE_ARGS = ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager", "--distributed-timeout-seconds", "900"]
+
+
+def test_the_cpu_lane_plans_each_ranks_exact_command_and_environment():
+    result, findings = plan_cpu()
+    assert findings["errors"] == [] and findings["warnings"] == []
+    r0, r1 = result["ranks"]
+    group = ["--tensor-parallel-size", "2", "--nnodes", "2"]
+    rendezvous = ["--master-addr", CPU_IPS[0], "--master-port", "29501"]
+    assert r0["entrypoint"] == ["vllm"] and r1["entrypoint"] == ["vllm"]
+    assert r0["command"] == ["serve", CPU_MODEL, "--served-model-name", "tiny", "--host", "0.0.0.0", "--port", "8000",
+                             *CPU_LANE_ARGS, *group, "--node-rank", "0", *rendezvous]
+    assert r1["command"] == ["serve", CPU_MODEL, "--served-model-name", "tiny", *CPU_LANE_ARGS, *group,
+                             "--node-rank", "1", *rendezvous, "--headless"]
+    for spec, ip, bind in ((r0, CPU_IPS[0], "0"), (r1, CPU_IPS[1], "1")):
+        assert spec["env"] == {"VLLM_HOST_IP": ip, "VLLM_CPU_OMP_THREADS_BIND": bind, "HF_HUB_OFFLINE": "1",
+                               "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENGINE_READY_TIMEOUT_S": "900",
+                               "NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"}
+        # No GPU request and no device: a CPU node has none to give.
+        assert spec["gpus"] == "" and spec["devices"] == []
+        assert "device_requests" not in spec["container"] and spec["container"]["devices"] == []
+        assert "--gpus" not in spec["docker_argv"] and "--device" not in spec["docker_argv"]
+        # The API key reaches the engine through the node's secret env file, never the plan.
+        assert CPU_API_KEY not in json.dumps(spec) and spec["container"]["env_file"] == spec["secret_env_file"]
+    assert result["api"]["key_required"] is True and result["secrets"]["api_key_env"] == "VLLM_API_KEY"
+    assert result["image"]["arch"] == "amd64" and result["hardware_profile"]["gpu_name"] is None
+    assert result["memory"] == {"kv_space_env": "VLLM_CPU_KVCACHE_SPACE", "kv_space_gib": 1, "kv_bytes_per_token": 512,
+                                "max_model_len": 512, "request_gib": 0.0002, "max_tokens": 2097152, "fits": True}
+
+
+def test_a_host_without_a_thread_binding_keeps_the_lanes_value():
+    result, _findings = plan_cpu(hosts=cpu2_hosts(binds=(None, None)))
+    assert all("VLLM_CPU_OMP_THREADS_BIND" not in r["env"] for r in result["ranks"])  # vLLM's own auto
+    lane_value = {"serve": {"env": {"VLLM_CPU_OMP_THREADS_BIND": "0-1"}}}
+    result, _findings = plan_cpu(hosts=cpu2_hosts(binds=("0", None), overrides=lane_value))
+    assert [r["env"]["VLLM_CPU_OMP_THREADS_BIND"] for r in result["ranks"]] == ["0", "0-1"]
+
+
+def test_a_thread_binding_that_is_not_text_is_one_sentence():
+    with pytest.raises(LanekitError, match=r"^host cpu-02: lanekit_cpu_threads_bind is '0 1'; expected text without "
+                                           r"spaces .* in its host_vars\.$"):
+        plan_cpu(hosts=cpu2_hosts(binds=("0", "0 1")))
+
+
+def test_cpu_nodes_are_amd64_and_an_arm64_inventory_is_refused_with_the_fix():
+    hosts = cpu2_hosts()
+    for host in hosts:
+        del host["vars"]["lanekit_node_arch"]
+    result, _findings = plan_cpu(hosts=hosts)
+    assert result["image"]["arch"] == "amd64"  # the profile's architecture is the default
+    with pytest.raises(LanekitError, match=r"lanekit_node_arch is 'arm64'.*set lanekit_node_arch: amd64"):
+        plan_cpu(extra_vars={"lanekit_node_arch": "arm64"})
+
+
+def test_gpu_selection_on_cpu_nodes_is_refused_with_the_cpu_fix():
+    with pytest.raises(LanekitError, match=r"lanekit_rank_visible_devices is '0,1', but lane tiny-llama-cpu-2x-vllm runs "
+                                           r"on x86-64 CPU node .* lanekit_cpu_threads_bind instead\)\.$"):
+        plan_cpu(extra_vars={"lanekit_rank_visible_devices": "0,1"})

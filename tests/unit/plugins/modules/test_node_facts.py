@@ -122,3 +122,30 @@ def test_a_daemon_that_does_not_answer_is_an_empty_version_and_its_words():
     assert node_facts.read_docker(module) == {
         "server_version": "", "error": "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."}
     assert node_facts.read_docker(DockerVersionModule())["error"] == "the docker CLI is not on PATH"
+
+
+class NodeModule(SmiModule):
+    """A node without a GPU (no nvidia-smi, no rocminfo) whose docker answers, given the lane's hardware."""
+
+    def __init__(self, params):
+        super().__init__()
+        self.params = params
+
+    def get_bin_path(self, name, required=False):
+        return "/usr/bin/docker" if name == "docker" else None
+
+    def run_command(self, argv, **kwargs):
+        self.calls.append(argv)
+        return (0, "28.2.2\n", "")
+
+
+def test_the_node_is_compared_with_the_lanes_hardware_when_given(monkeypatch):
+    from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
+    monkeypatch.setattr(node_facts.platform, "machine", lambda: "x86_64")
+    cpu = {k: PROFILES["cpu_x86"].get(k) for k in ("display_name", "gpu_name", "compute_capability", "gfx_arch")}
+    result = node_facts.facts(NodeModule({"hardware": cpu, "arch": "amd64"}))
+    assert result["mismatch"] == "" and result["gpu"]["count"] == 0 and result["architecture"] == "x86_64"
+    gb10 = {k: PROFILES["dgx_spark_gb10"].get(k) for k in ("display_name", "gpu_name", "compute_capability", "gfx_arch")}
+    result = node_facts.facts(NodeModule({"hardware": gb10, "arch": "amd64"}))
+    assert result["mismatch"].startswith("it reports GPU '' (compute capability ), architecture amd64")
+    assert "mismatch" not in node_facts.facts(NodeModule({"hardware": None, "arch": None}))
