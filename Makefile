@@ -14,7 +14,7 @@ COLLECTION_LINK := .collections/ansible_collections/lanekit/serving
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv venv-bench demo test unit lint syntax plan sim-up sim-down host-deps molecule build changelog clean
+.PHONY: venv venv-bench demo demo-real test unit lint syntax plan sim-up sim-down host-deps molecule build changelog clean
 
 $(BIN)/ansible-playbook: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -53,6 +53,13 @@ sim-down: venv
 
 demo: sim-up
 	$(BIN)/ansible-playbook playbooks/deploy_lane.yml -i $(INVENTORY) -e lane=$(LANE)
+
+# A real vLLM (its CPU build from PyPI) serving a generated tiny Llama over the sim's two CPU nodes
+# (inventories/sim-cpu): about 4 GB of disk for the image and 6 GiB of memory while it serves.
+REAL_LANE := tiny-llama-cpu-2x-vllm
+demo-real: venv host-deps
+	$(BIN)/ansible-playbook tests/sim/playbooks/sim_up.yml -e sim_cluster_real_vllm=true $(SIM_ARGS)
+	$(BIN)/ansible-playbook playbooks/deploy_lane.yml -i inventories/sim-cpu -e lane=$(REAL_LANE)
 
 unit: venv venv-bench
 	$(BIN)/pytest -q tests/unit

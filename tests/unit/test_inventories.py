@@ -42,8 +42,8 @@ def test_the_ssh_inventory_does_not_turn_host_key_checking_off():
             assert variable not in text, rel
 
 
-def _sim_hosts():
-    with open(os.path.join(ROOT, "inventories", "sim", "hosts.yml"), encoding="utf-8") as handle:
+def _sim_hosts(inventory: str):
+    with open(os.path.join(ROOT, "inventories", inventory, "hosts.yml"), encoding="utf-8") as handle:
         doc = yaml.safe_load(handle)
 
     def hosts(group: dict, inherited: dict):
@@ -56,8 +56,9 @@ def _sim_hosts():
     return dict(hosts(doc["all"], {}))
 
 
-def test_every_sim_host_is_reached_over_ssh_as_a_non_root_user_with_sudo_and_checked_host_keys():
-    found = _sim_hosts()
+@pytest.mark.parametrize("inventory", ["sim", "sim-cpu"])
+def test_every_sim_host_is_reached_over_ssh_as_a_non_root_user_with_sudo_and_checked_host_keys(inventory):
+    found = _sim_hosts(inventory)
     assert found
     for name, hv in found.items():
         assert hv["ansible_connection"] == "ansible.builtin.ssh", name
@@ -65,7 +66,7 @@ def test_every_sim_host_is_reached_over_ssh_as_a_non_root_user_with_sudo_and_che
         assert hv["ansible_become"] is True, name
         assert int(hv["ansible_ssh_timeout"]) <= 30, name
         args = hv["ansible_ssh_common_args"]
-        assert "StrictHostKeyChecking=yes" in args and "UserKnownHostsFile={{ lksim_known_hosts }}" in args, name
+        assert "StrictHostKeyChecking=yes" in args and "UserKnownHostsFile={{ lksim_known_hosts |" in args, name
         assert not any(v in hv for v in OFF_VARIABLES), name
 
 

@@ -23,10 +23,11 @@ def node_of(host: str) -> str:
 
 
 def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | None = None, timeout: int = 900,
-                 lane: str | None = None, wait: bool = True, env: dict | None = None):
+                 lane: str | None = None, wait: bool = True, env: dict | None = None, inventory: str = "sim"):
     """Run playbooks/<name> on inventories/sim. With wait=False, return the Popen (stdout to a file).
-    ``env`` adds environment variables (e.g. a fresh ANSIBLE_SSH_CONTROL_PATH_DIR)."""
-    argv = [PLAYBOOK, os.path.join(ROOT, "playbooks", name), "-i", os.path.join(ROOT, "inventories", "sim"),
+    ``env`` adds environment variables (e.g. a fresh ANSIBLE_SSH_CONTROL_PATH_DIR); ``inventory`` names
+    the inventory under inventories/ (sim-cpu: the CPU nodes of the real vLLM lane)."""
+    argv = [PLAYBOOK, os.path.join(ROOT, "playbooks", name), "-i", os.path.join(ROOT, "inventories", inventory),
             "-e", f"lane={lane or LANE}"]
     if overrides is not None:
         argv += ["-e", "lane_cli_overrides=" + json.dumps(overrides)]
