@@ -35,6 +35,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import
     NOT_STARTED,
     RankStatus,
     exit_order,
+    fabric_ips,
     has_own_cause,
 )
 
@@ -347,7 +348,7 @@ class LaneTracker:
     # --- decisions ---------------------------------------------------------------------------
 
     def _signature_matches(self, statuses: Mapping[int, RankStatus]) -> list[sigs.SignatureMatch]:
-        return sigs.collect({rank: s.signatures for rank, s in statuses.items()})
+        return sigs.collect({rank: s.signatures for rank, s in statuses.items()}, fabric_ips(statuses))
 
     def _laggards(self, statuses: Mapping[int, RankStatus]) -> tuple[list[int], str]:
         running = {r: s for r, s in statuses.items() if s.running}
@@ -403,8 +404,14 @@ class LaneTracker:
             derived.append(sigs.derived(sid, ranks, detail))
         rest = [m for m in matches if m.signature.kind != sigs.ROOT]
         ordered = roots + derived + rest
+        blaming = [m for m in rest if m.blamed]
         if roots:
             culprits = sorted(set(roots[0].blamed or roots[0].ranks))
+        elif blaming and not any(statuses[r].running is False and has_own_cause(statuses[r])
+                                 for r in ranks if r in statuses):
+            # No root line, but an echo names the rank it lost (a peer's address, missing ranks):
+            # that rank, unless the rank the loop names shows a cause of its own (killed, OOM).
+            culprits = sorted(set(blaming[0].blamed))
         elif derived and derived[0].ranks:
             culprits = sorted(set(derived[0].ranks))
         else:
@@ -540,9 +547,10 @@ class LaneTracker:
             return self._exited(statuses, dead, line)
         fatal = [m for m in self._signature_matches(statuses) if m.signature.fatal]
         if fatal:
-            return self._fail(None, statuses, fatal[0].ranks,
+            blamed = f"; the line blames {fmt_ranks(fatal[0].blamed)}" if fatal[0].blamed else ""
+            return self._fail(None, statuses, fatal[0].blamed or fatal[0].ranks,
                               f"{fatal[0].signature.title} on {fmt_ranks(fatal[0].ranks)}"
-                              " (the rank printed a fatal error and is going down)", line)
+                              f" (the rank printed a fatal error and is going down{blamed})", line)
         if ok and self.stable_since is not None and now - self.stable_since >= self.cfg.stability_s:
             verdict = Verdict(READY, line, [], [], "ready", eta_s=0.0, elapsed_s=elapsed)
             verdict.already_serving = self.first_ok_poll == 1

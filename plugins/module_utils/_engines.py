@@ -196,15 +196,24 @@ VLLM = Engine(
     # Stopping the head first ends the API before the group breaks up; headless workers follow.
     start_first=("head",),
     stop_first=("head",),
+    # The headless ranks print no ready line at all (real vLLM): the wait counts them up when they
+    # run, have loaded and the head is ready (``_boot.LaneTracker.infer``), never by a line of theirs.
     milestones=(
+        # Real vLLM (0.32, tests/fixtures/real_vllm/ok) prints nothing while the group forms: the
+        # head's last line is its worker's "distributed_init_method=..."; the first line after the
+        # group formed is "rank R in world size W is assigned as DP rank ...".
         _m(r"Launching vLLM .*headless|headless multiproc executor|Initializing a V1 LLM engine"
-           r"|distributed_init_method=|vLLM API server version|Waiting for \d+ node\(s\) to join",
+           r"|distributed_init_method=|vLLM API server version",
            "rendezvous", "rendezvous"),
-        _m(r"is assigned as DP rank|vLLM is using nccl|Starting to load model|All \d+ nodes joined",
+        _m(r"is assigned as DP rank|vLLM is using nccl|Starting to load model",
            "loading", "load_begin"),
         _m(r"Loading weights took|Model loading took", "barrier", "loaded"),
+        # GPU: "Available KV cache memory", "GPU KV cache size: N tokens, Maximum concurrency ...";
+        # CPU: "Explicitly set (1.0/23.54) GiB for KV cache on node 0." (every rank, the headless ones
+        # too) and "CPU KV cache size: N tokens, Maximum concurrency ..." (the head).
         _m(r"Memory profiling takes|Available KV cache memory|KV cache size: |Maximum concurrency for"
-           r"|torch\.compile takes|Dynamo bytecode transform", "kv_profile", "profile"),
+           r"|Explicitly set \([^)]*\) GiB for KV cache|torch\.compile takes|Dynamo bytecode transform",
+           "kv_profile", "profile"),
         _m(r"Capturing CUDA graphs", "graph_capture", "capture"),
         _m(r"Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took",
            "warmup", "warmup"),

@@ -130,6 +130,16 @@ def has_own_cause(status: RankStatus) -> bool:
     return any(sig.kind == sigs.ROOT for sig in (sigs.BY_ID.get(sid) for sid in status.signatures) if sig)
 
 
+def fabric_ips(statuses: Mapping[int, RankStatus]) -> dict[str, int]:
+    """Fabric address -> node rank, for the addresses that name exactly one rank (a line naming a
+    peer's address then blames that rank; ranks sharing an address cannot be told apart)."""
+    seen: dict[str, list[int]] = {}
+    for rank, status in statuses.items():
+        if status.fabric_ip:
+            seen.setdefault(status.fabric_ip, []).append(rank)
+    return {ip: ranks[0] for ip, ranks in seen.items() if len(ranks) == 1}
+
+
 def exit_order(statuses: Mapping[int, RankStatus], stopped: Sequence[int], clocks: bool = True) -> list[int]:
     """The stopped ranks, likeliest cause first.
 

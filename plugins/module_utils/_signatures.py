@@ -65,6 +65,17 @@ class Signature:
     # Ids of more generic signatures that the same line also matches: when this one is found
     # on a line, those are not reported for that line (the specific cause and fix replace them).
     supersedes: tuple[str, ...] = ()
+    # Optional pattern whose group "ip" is the address of the peer the line names (gloo's
+    # "Connection closed by peer [IP]:PORT"): the rank with that fabric address is blamed, when
+    # the caller knows the plan's addresses (``collect(..., ips=...)``).
+    blame_ip: re.Pattern | None = None
+    # Optional pattern that, once seen in a rank's log, stops this signature from being recorded
+    # for the rest of that log (vLLM logs an EngineDeadError during an ordinary SIGTERM shutdown).
+    not_after: re.Pattern | None = None
+    # Optional pattern whose named groups fill ``detail_text`` (e.g. the refused flag); the
+    # sentence becomes the match's detail, quoted before the cause.
+    detail: re.Pattern | None = None
+    detail_text: str = ""
 
     @property
     def derived(self) -> bool:
@@ -106,7 +117,27 @@ SIGNATURES: tuple[Signature, ...] = (
         fix=(
             "Raise `--gpu-memory-utilization` (the report's vLLM lane needed 0.89, not 0.85) "
             "while staying under the hardware's admission ceiling, or lower `--max-model-len`; "
-            "the plan's KV-budget check names the smallest fraction that fits."
+            "the plan's KV-budget check names the smallest fraction that fits. On a CPU lane the "
+            "KV cache is `VLLM_CPU_KVCACHE_SPACE` (GiB, the lane's env) instead."
+        ),
+    ),
+    Signature(
+        id="kv_budget_refused_cpu",
+        title="KV cache space too small for the context length (vLLM CPU backend)",
+        # vLLM CPU builds add "(which also controls CPU memory on the CPU backend)" to the sentence
+        # (real vllm-cpu 0.32.0, tests/fixtures/real_vllm/kv_too_small): the lane runs on CPU.
+        pattern=_re(r"which also controls CPU memory on the CPU backend"),
+        supersedes=("kv_budget_refused",),
+        engines=("vllm",),
+        cause=(
+            "On vLLM's CPU backend the KV cache is the fixed space `VLLM_CPU_KVCACHE_SPACE` "
+            "reserves per rank; it cannot hold one request of the configured maximum length, so "
+            "the engine refused to start (the headless ranks are not told and keep running)."
+        ),
+        fix=(
+            "Raise `VLLM_CPU_KVCACHE_SPACE` (GiB per rank, in the lane's `serve.env`; within the "
+            "node's free RAM) or lower `--max-model-len` to the estimated maximum the line names; "
+            "`--gpu-memory-utilization` does not size a CPU lane's KV cache."
         ),
     ),
     Signature(
@@ -165,6 +196,32 @@ SIGNATURES: tuple[Signature, ...] = (
             "checkpoint-quantized models)."
         ),
         fix="Add `--moe-runner-backend flashinfer_cutlass` (the supported NVFP4 MoE runner on SM120/121).",
+    ),
+    Signature(
+        id="python_headers_missing",
+        title="the image lacks Python.h for torch inductor's C++ kernels",
+        # Real vllm-cpu 0.32.0, first request of a TP2 CPU lane (tests/fixtures/real_vllm/
+        # first_request_no_python_h): "fatal error: Python.h: No such file or directory" inside
+        # "torch._inductor.exc.InductorError: CppCompileError: C++ compile error"; the engine dies.
+        pattern=_re(r"fatal error: Python\.h: No such file or directory", 0),
+        cause=(
+            "torch inductor compiles a C++ kernel at the first request (vLLM CPU lanes with tensor "
+            "parallelism) and the image has no Python headers, so the compile fails and the engine dies."
+        ),
+        fix=(
+            "Install the Python headers and a C++ compiler in the image (Debian/Ubuntu: `python3-dev` "
+            "and `g++` in the image spec's packages), rebuild and redeploy."
+        ),
+    ),
+    Signature(
+        id="inductor_cpp_compile_failed",
+        title="torch inductor could not compile its C++ kernel",
+        pattern=_re(r"CppCompileError: C\+\+ compile error", 0),
+        cause="torch inductor failed to compile a C++ kernel in the image (a compiler or header is missing).",
+        fix=(
+            "Install `g++` and `python3-dev` in the image (the compile error names what is missing), "
+            "rebuild and redeploy."
+        ),
     ),
     # --- multi-node -------------------------------------------------------------------
     Signature(
@@ -235,9 +292,16 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         id="unknown_engine_flag",
         title="the engine refused a flag",
+        # vLLM 0.32 reports it from its top-level parser, after the `usage: vllm [-h] [-v]` lines:
+        # "vllm: error: unrecognized arguments: --lanekit-bogus 1" (exit 2); older ones as "vllm serve".
         pattern=_re(r"error: unrecognized arguments:|error: argument \S+: invalid|error: argument \S+: expected"),
+        detail=_re(r"(?:error: unrecognized arguments:|error: argument) (?P<flags>[^:]+?)\s*(?::|$)"),
+        detail_text="The engine refused `{flags}`, which comes from the lane's `serve.args` (or a layer that set it)",
         cause="The engine in the image does not accept one of the lane's flags or values.",
-        fix="Fix the flag in the lane's `serve.args` (or the layer that set it) for this engine version.",
+        fix=(
+            "Remove or correct the refused flag (named in the line) in the lane's `serve.args` (or the "
+            "layer that set it) for this engine version."
+        ),
     ),
     Signature(
         id="address_in_use",
@@ -315,6 +379,50 @@ SIGNATURES: tuple[Signature, ...] = (
             "If another rank failed first, fix that; otherwise check the fabric: NCCL_IB_HCA "
             "listing both RoCE twins, NCCL_IB_GID_INDEX unset or detected per host, MTU 9000, "
             "and add NCCL_DEBUG=INFO to the lane env to see the transport."
+        ),
+    ),
+    Signature(
+        id="peer_rank_went_away",
+        title="a peer rank went away (its connection closed)",
+        # gloo (vLLM CPU, and torch's CPU groups): "RuntimeError: [.../gloo/transport/tcp/pair.cc:553]
+        # Connection closed by peer [172.31.222.11]:32989. This is typically caused by a remote worker
+        # crashing." (tests/fixtures/real_vllm/rank1_killed_boot, rank1_killed_ready): printed by the
+        # rank that survived, naming the address of the rank that died.
+        pattern=_re(r"Connection closed by peer \[[^\]]+\]:\d+"),
+        blame_ip=_re(r"Connection closed by peer \[(?P<ip>[^\]]+)\]"),
+        supersedes=("peer_connection_lost",),
+        kind=CONSEQUENCE,
+        cause=(
+            "A collective or barrier of this rank lost its connection to the peer whose address the "
+            "line names: that rank's process died (killed, OOM, crashed) or its node went away. The "
+            "tensor-parallel group is broken; the engine cannot recover."
+        ),
+        fix=(
+            "Look at the rank the line blames (the one with that fabric address): its exit code, its "
+            "log and its node's memory; fix that, then redeploy the whole lane (a rank cannot rejoin)."
+        ),
+    ),
+    Signature(
+        id="engine_core_dead",
+        title="the vLLM engine core died",
+        # Real vllm-cpu 0.32.0 (tests/fixtures/real_vllm): "EngineCore failed to start." / "Engine core
+        # initialization failed. See root cause above." at boot; "EngineCore encountered a fatal
+        # error." and "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."
+        # at a request, after which the API server exits with code 0. An ordinary SIGTERM shutdown
+        # logs an EngineDeadError too, after "[shutdown] API server: shutdown triggered": not a failure.
+        pattern=_re(r"EngineDeadError|EngineCore encountered a fatal error|Engine core initialization failed"
+                    r"|EngineCore failed to start", 0),
+        not_after=_re(r"\[shutdown\] API server: shutdown triggered", 0),
+        engines=("vllm",),
+        kind=CONSEQUENCE,
+        cause=(
+            "vLLM's engine core process died: a worker hit an exception (printed above it in the same "
+            "log, or a peer rank went away). The API server then stops, possibly with exit code 0, "
+            "which is still a failure, not a clean stop."
+        ),
+        fix=(
+            "Read the worker exception above the line (and the rank a `Connection closed by peer` line "
+            "blames); fix that cause, then redeploy the lane."
         ),
     ),
     Signature(
@@ -513,6 +621,8 @@ class LineScanner:
         self.found: dict[str, str] = {}
         self.last_exception: str = ""
         self._window: list[str] = []
+        # Signatures no longer recorded in this log (their ``not_after`` line was seen).
+        self._stopped: set[str] = set()
         self._window_max = max((s.context_lines for s in _PATTERNED if s.context), default=0) + 1
         self._active = tuple(
             s for s in _PATTERNED
@@ -531,7 +641,9 @@ class LineScanner:
                 self.last_exception = _evidence(line)
             on_line: list[Signature] = []
             for sig in self._active:
-                if sig.pattern is None or not sig.pattern.search(line):
+                if sig.not_after is not None and sig.id not in self._stopped and sig.not_after.search(line):
+                    self._stopped.add(sig.id)
+                if sig.pattern is None or sig.id in self._stopped or not sig.pattern.search(line):
                     continue
                 if sig.context is not None:
                     window = self._window[-(sig.context_lines + 1):]
@@ -582,16 +694,21 @@ class SignatureMatch:
         }
 
 
-def collect(found_by_rank: Mapping[int, Mapping[str, str]]) -> list[SignatureMatch]:
-    """Group per-rank findings ({rank: {sig id: evidence}}) into matches, roots first."""
+def collect(found_by_rank: Mapping[int, Mapping[str, str]],
+            ips: Mapping[str, int] | None = None) -> list[SignatureMatch]:
+    """Group per-rank findings ({rank: {sig id: evidence}}) into matches, roots first.
+
+    ``ips`` maps the plan's fabric addresses to node ranks: a line that names a peer's address
+    (``Signature.blame_ip``) then blames that rank.
+    """
     matches: dict[str, SignatureMatch] = {}
     for rank in sorted(found_by_rank):
         for sig_id, evidence in found_by_rank[rank].items():
             match = matches.get(sig_id)
             if match is None:
-                match = matches[sig_id] = SignatureMatch(get(sig_id), [], evidence)
+                match = matches[sig_id] = SignatureMatch(get(sig_id), [], evidence, detail_of(get(sig_id), evidence))
             match.ranks.append(rank)
-            for blamed in blamed_ranks(match.signature, evidence):
+            for blamed in blamed_ranks(match.signature, evidence, ips):
                 if blamed not in match.blamed:
                     match.blamed.append(blamed)
     for match in matches.values():
@@ -599,14 +716,30 @@ def collect(found_by_rank: Mapping[int, Mapping[str, str]]) -> list[SignatureMat
     return sort_matches(matches.values())
 
 
-def blamed_ranks(sig: Signature, evidence: str) -> list[int]:
-    """Node ranks a line blames (its 'Missing node ranks: ...'), if the signature reads any."""
-    if sig.blame is None or not evidence:
+def blamed_ranks(sig: Signature, evidence: str, ips: Mapping[str, int] | None = None) -> list[int]:
+    """Node ranks a line blames: its 'Missing node ranks: ...', or the rank whose fabric address
+    (``ips``: address -> node rank) it names as a peer, if the signature reads any."""
+    if not evidence:
         return []
-    found = sig.blame.search(evidence)
+    if sig.blame is not None:
+        found = sig.blame.search(evidence)
+        if found:
+            return [int(x) for x in re.findall(r"\d+", found.group("ranks"))]
+    if sig.blame_ip is not None and ips:
+        found = sig.blame_ip.search(evidence)
+        if found and found.group("ip") in ips:
+            return [int(ips[found.group("ip")])]
+    return []
+
+
+def detail_of(sig: Signature, evidence: str) -> str:
+    """The signature's detail sentence filled from its evidence line ('' without one)."""
+    if sig.detail is None or not evidence:
+        return ""
+    found = sig.detail.search(evidence)
     if not found:
-        return []
-    return [int(x) for x in re.findall(r"\d+", found.group("ranks"))]
+        return ""
+    return sig.detail_text.format(**{k: (v or "").strip() for k, v in found.groupdict().items()})
 
 
 def sort_matches(matches: Iterable[SignatureMatch]) -> list[SignatureMatch]:

@@ -25,7 +25,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._boot_report impor
     rank_label,
     table_rows,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus, exit_order
+from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus, exit_order, fabric_ips
 
 SERVING = "serving"
 DEGRADED = "degraded"
@@ -141,7 +141,7 @@ def _exit_cause(statuses: Mapping[int, RankStatus], rank: int, others: Sequence[
         text += " (SIGKILL)"
     if status.finished_age_s is not None:
         text += f" {fmt_duration(status.finished_age_s)} ago"
-    matches = sigs.collect({rank: status.signatures}) if status.signatures else []
+    matches = sigs.collect({rank: status.signatures}, fabric_ips(statuses)) if status.signatures else []
     if status.oom_killed:
         matches.insert(0, sigs.derived("oom_killed", [rank]))
     if matches:
@@ -149,6 +149,8 @@ def _exit_cause(statuses: Mapping[int, RankStatus], rank: int, others: Sequence[
         text += f"; signature [{first.id}] {first.signature.title}"
         if first.evidence:
             text += f': "{first.evidence}"'
+        if first.blamed and first.blamed != [rank]:
+            text += f"; the line blames {sigs.rank_names(first.blamed, hosts)}"
     else:
         matches = [sigs.derived("container_exited", [rank])]
         if status.last_exception:
@@ -189,18 +191,23 @@ def decide(lane: str, engine: str | None, statuses: Mapping[int, RankStatus], in
             fix = f"read its log: {logs_command(lane, inventory, first)}; then: {redeploy}"
         else:
             fix = matches[0].signature.fix.rstrip(".") + f"; then: {redeploy}"
-        return LaneVerdict(lane, broken, api=api, cause=cause, fix=fix, culprits=[first],
+        # A line naming the peer that went away (gloo's "Connection closed by peer [IP]") blames it.
+        culprits = list(matches[0].blamed) or [first]
+        return LaneVerdict(lane, broken, api=api, cause=cause, fix=fix, culprits=culprits,
                            signatures=[m.to_dict() for m in matches])
     if api_ok:
         return LaneVerdict(lane, SERVING, api=api)
-    fatal = [m for m in sigs.collect({r: s.signatures for r, s in statuses.items()}) if m.signature.fatal]
+    fatal = [m for m in sigs.collect({r: s.signatures for r, s in statuses.items()}, fabric_ips(statuses))
+             if m.signature.fatal]
     if fatal:
         first = fatal[0]
         cause = f"[{first.id}] {first.signature.title} on {sigs.rank_names(first.ranks, hosts)}"
         if first.evidence:
             cause += f': "{first.evidence}"'
+        if first.blamed:
+            cause += f"; the line blames {sigs.rank_names(first.blamed, hosts)}"
         return LaneVerdict(lane, DOWN, api=api, cause=cause, fix=first.signature.fix.rstrip(".") + f"; then: {redeploy}",
-                           culprits=list(first.ranks), signatures=[m.to_dict() for m in fatal])
+                           culprits=list(first.blamed or first.ranks), signatures=[m.to_dict() for m in fatal])
     heads_up = [s for s in statuses.values() if s.is_head and s.phase == "ready"]
     if heads_up:
         # The head's log says up, yet its API fails the probe: no boot left to wait for.

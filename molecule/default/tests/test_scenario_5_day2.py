@@ -211,7 +211,9 @@ def test_status_with_a_node_stopped_names_the_node_unreachable(vllm_present):
         proc = status()
         assert proc.returncode == 2, proc.stdout[-3000:]
         line = verdict_line(proc.stdout)
-        assert line.startswith(f"lane {LANE}: down")
+        # Real vLLM (tests/fixtures/real_vllm): a head notices no lost rank while idle, so a head on
+        # another node still answers (degraded); with the head's node gone the lane is down.
+        assert line.startswith((f"lane {LANE}: down", f"lane {LANE}: degraded"))
         text = flat(proc.stdout)
         assert f"cause: node {host} unreachable (r2 unknown)" in text
         assert f"fix: bring {host} back" in text

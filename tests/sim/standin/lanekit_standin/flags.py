@@ -7,7 +7,9 @@ SGLang (0.5.23 `sglang serve` / `python3 -m sglang.launch_server`): plain argpar
 booleans, prefix abbreviations allowed (so `--tp` is `--tp-size`).
 
 An unknown flag or a bad value exits 2 with argparse's message under the engine's prog name
-(`vllm serve: error: unrecognized arguments: --foo`). JSON-valued flags must parse as JSON.
+(`vllm serve: error: argument --x: invalid int value`); `vllm serve`'s unrecognized arguments are
+reported by the top-level `vllm` parser (`vllm: error: unrecognized arguments: --foo`), as argparse
+and real vLLM do. JSON-valued flags must parse as JSON.
 """
 from __future__ import annotations
 
@@ -354,9 +356,19 @@ SGLANG_FLAGS = [
 
 
 class _Parser(argparse.ArgumentParser):
+    # (prog, usage) of the top-level parser a subcommand's parser belongs to (vLLM's `vllm`): argparse
+    # reports the arguments no subparser took from there (real vLLM 0.32.0:
+    # "usage: vllm [-h] [-v] ..." then "vllm: error: unrecognized arguments: --lanekit-bogus 1").
+    top: tuple[str, str] | None = None
+
     def error(self, message):  # argparse's format, the engine's prog, exit 2
-        self.print_usage(sys.stderr)
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        if self.top is not None and message.startswith("unrecognized arguments:"):
+            top_prog, top_usage = self.top
+            sys.stderr.write(top_usage)
+            sys.stderr.write(f"{top_prog}: error: {message}\n")
+        else:
+            self.print_usage(sys.stderr)
+            sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.stderr.flush()
         raise SystemExit(2)
 
@@ -405,10 +417,12 @@ def _add(parser, names, kind, extra, boolean_optional):
     parser.add_argument(*names, **kw)
 
 
-def vllm_parser(prog: str = "vllm serve", model_positional: bool = True) -> argparse.ArgumentParser:
+def vllm_parser(prog: str = "vllm serve", model_positional: bool = True,
+                top: tuple[str, str] | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog=prog, allow_abbrev=False, usage=f"{prog} [model_tag] [options]" if model_positional else None,
                 description="lanekit STAND-IN for vLLM's OpenAI-compatible server (a test instrument: "
                             "it runs no model).")
+    p.top = top
     if model_positional:
         p.add_argument("model_tag", nargs="?", default=None, help="The model tag to serve")
     for names, kind, *extra in VLLM_FLAGS:

@@ -39,6 +39,10 @@ class ApiState:
         self.lock = threading.Lock()
         self.counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "errors": 0}
         self.hang_event = threading.Event()
+        # vLLM: set when the engine lost a rank while idle (real 0.32.0 notices it at the next request):
+        # called to print the engine's failure lines; after_failure then ends the process.
+        self.engine_failure = None
+        self.after_failure = None
         # Simulated compute (see bench_delays): seconds per prompt token and per generated token.
         self.prefill_s_per_token = _env_float("STANDIN_PREFILL_US_PER_TOKEN", 200.0) / 1e6
         self.decode_s_per_token = _env_float("STANDIN_DECODE_MS_PER_TOKEN", 10.0) / 1e3
@@ -283,8 +287,8 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
         def _access(self, code: int):
             if state.access_log:
-                phrase = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable",
-                          500: "Internal Server Error"}.get(code, "")
+                phrase = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+                          503: "Service Unavailable", 500: "Internal Server Error"}.get(code, "")
                 state.access_log(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - '
                                  f'"{self.command} {self.path} {self.request_version}" {code} {phrase}')
 
@@ -298,7 +302,8 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
             else:
                 data = json.dumps(body).encode()
             self.send_response(code)
-            self.send_header("Content-Type", ctype)
+            if ctype:
+                self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("X-Lanekit-Standin", f"{state.engine} {STANDIN_LABEL}")
             self.end_headers()
@@ -309,8 +314,22 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
         def _error(self, code: int, message: str, etype: str = "BadRequestError", param=None):
             with state.lock:
                 state.counters["errors"] += 1
-            self._send(code, {"error": {"message": message, "type": etype, "param": param, "code": code},
-                              "object": "error", "message": message, "type": etype, "param": param, "code": code})
+            error = {"message": message, "type": etype, "param": param, "code": code}
+            if state.engine == "vllm":
+                # Real vLLM 0.32.0: the error object alone at the top level.
+                return self._send(code, {"error": error})
+            return self._send(code, {"error": error, "object": "error", "message": message, "type": etype,
+                                     "param": param, "code": code})
+
+        def _engine_dead(self):
+            """A request to a vLLM engine that lost a rank: its failure lines, a 500, then the exit."""
+            failure, state.engine_failure = state.engine_failure, None
+            if failure is not None:
+                failure()
+            self._error(500, "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                        "InternalServerError")
+            if state.after_failure is not None:
+                state.after_failure()
 
         def _json_body(self):
             length = int(self.headers.get("Content-Length") or 0)
@@ -330,7 +349,9 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
             if refuses_key(state, path, self.headers):
                 return self._send(401, {"error": "Unauthorized"})
             if path in ("/health", "/ping", "/health_generate"):
-                if worker_health_only or state.engine == "vllm" or state.ready:
+                if state.engine == "vllm" and not worker_health_only:
+                    return self._send(200, b"", None)  # real vLLM: empty body, no content-type
+                if worker_health_only or state.ready:
                     return self._send(200, b"", "application/json")
                 return self._send(503, b"", "application/json")
             if worker_health_only:
@@ -384,7 +405,13 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
         def _check_model(self, body):
             model = body.get("model")
             if model not in (None, "") and model not in state.served_names:
-                self._error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+                message = f"The model `{model}` does not exist."
+                if state.engine == "vllm":
+                    message += f" Valid aliases: {', '.join(state.served_names)}."
+                self._error(404, message, "NotFoundError", "model")
+                return False
+            if state.engine_failure is not None:
+                self._engine_dead()
                 return False
             return True
 
@@ -439,8 +466,10 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
             if body.get("stream"):
                 return self._stream_chat(cid, created, text, reasoning, reasoning_key, call, finish, ptoks, ctoks, body)
             time.sleep(ctoks * state.decode_s_per_token)
-            message = {"role": "assistant", "content": None if call else text, reasoning_key: reasoning,
-                       "tool_calls": [call] if call else []}
+            message = {"role": "assistant", "content": None if call else text, reasoning_key: reasoning}
+            if call or tools or state.engine != "vllm":
+                # real vLLM 0.32.0 has no tool_calls key in a message when no tools were given
+                message["tool_calls"] = [call] if call else []
             return self._send(200, {
                 "id": cid, "object": "chat.completion", "created": created, "model": state.served,
                 "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
@@ -469,6 +498,8 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
             def chunk(delta, fin=None, words=None):
                 choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}
+                if fin is not None and state.engine == "vllm":
+                    choice["stop_reason"] = None
                 if with_ids and words is not None:
                     choice["token_ids"] = token_ids(words)
                 return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": state.served,
@@ -476,20 +507,21 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
             try:
                 self._sse(chunk({"role": "assistant", "content": ""}, words=[]))
+                pieces = []
                 if reasoning:
-                    for w in _words(reasoning):
-                        time.sleep(step)
-                        self._sse(chunk({reasoning_key: w + " "}, words=[w]))
+                    pieces += [({reasoning_key: w + " "}, [w]) for w in _words(reasoning)]
                 if call:
-                    for piece in tool_call_chunks(call):
-                        time.sleep(step)
-                        self._sse(chunk({"tool_calls": [piece]}, words=[]))
+                    pieces += [({"tool_calls": [piece]}, []) for piece in tool_call_chunks(call)]
                 else:
-                    words = _words(text)
-                    for i, w in enumerate(words):
-                        time.sleep(step)
-                        self._sse(chunk({"content": w if i == 0 else " " + w}, words=[w]))
-                self._sse(chunk({}, finish, words=[]))
+                    pieces += [({"content": w if i == 0 else " " + w}, [w]) for i, w in enumerate(_words(text))]
+                # real vLLM 0.32.0: the finish reason rides on the last content chunk (no empty-delta chunk)
+                last_carries = state.engine == "vllm" and bool(pieces)
+                for i, (delta, words) in enumerate(pieces):
+                    time.sleep(step)
+                    fin = finish if last_carries and i == len(pieces) - 1 else None
+                    self._sse(chunk(delta, fin, words=words))
+                if not last_carries:
+                    self._sse(chunk({}, finish, words=[]))
                 if (body.get("stream_options") or {}).get("include_usage"):
                     self._sse({"id": cid, "object": "chat.completion.chunk", "created": created,
                                "model": state.served, "choices": [],

