@@ -17,11 +17,13 @@ import shutil
 import subprocess
 import tempfile
 
+from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _bench_host as bhost
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
 
 ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True),
@@ -94,12 +96,13 @@ class ActionModule(ActionBase):
         wheels = self._wheels(args, req_hash, probe)
         remote_wheels = f"{venv}.wheels"
         self._module("ansible.builtin.file", {"path": remote_wheels, "state": "absent"}, "clearing old wheels", host)
-        self._module("ansible.builtin.file", {"path": remote_wheels, "state": "directory", "mode": "0700"},
-                     "creating the wheel directory", host)
         names = sorted(os.listdir(wheels))
-        for name in names:
-            if name != _COMPLETE:
-                self._transfer_file(os.path.join(wheels, name), f"{remote_wheels}/{name}")
+        # Written as the become user (the venv's directory is root's), all in one module call.
+        try:
+            becomefiles.put_many(self, self._vars, [os.path.join(wheels, n) for n in names if n != _COMPLETE],
+                                 remote_wheels)
+        except AnsibleError as exc:
+            raise LanekitError(f"bench_host {host}: copying the wheels failed ({exc}).") from exc
         self._module("ansible.builtin.command", {"argv": bhost.venv_argv(args["python"], venv)},
                      "creating the virtualenv", host)
         self._module("ansible.builtin.command",

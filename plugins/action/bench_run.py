@@ -40,6 +40,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _bench_sett
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
+from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
 
 display = Display()
 
@@ -215,8 +216,9 @@ class ActionModule(ActionBase):
         rp = bhost.run_paths(f"{args['host_root'].rstrip('/')}/{lane}-{os.path.basename(args['run_dir'].rstrip('/'))}")
         self._remote("prepare", {"root": rp["root"]}, bench_host)
         try:
-            self._transfer_file(tokenizer_copy, rp["tokenizer"])
-            self._transfer_file(corpus_path, f"{rp['cache']}/{corpus_cache_name}")
+            # Written as the become user: the run's directories on the bench host are root's.
+            becomefiles.put(self, self._task_vars, tokenizer_copy, rp["tokenizer"])
+            becomefiles.put(self, self._task_vars, corpus_path, f"{rp['cache']}/{corpus_cache_name}")
             argv = bset.tool_argv(settings, base_url=base_url, model=model, engine=plan.get("engine", "vllm"),
                                   tokenizer=rp["tokenizer"], corpus_url=url, progress_path=rp["progress_path"],
                                   json_file=rp["json_file"], output_dir=rp["output_dir"])

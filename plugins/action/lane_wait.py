@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from typing import Any
 
 from ansible.errors import AnsibleError
@@ -49,6 +50,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _signatures
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import READY, BootConfig, LaneTracker, Verdict
 from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import failure_message, fmt_duration
 from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
+from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir, secret_args
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane_poll import (
     LaneMembers,
@@ -280,19 +282,20 @@ class Waiter(LaneWorker):
             last = self.watcher.last.get(rank)
             bundle.write_rank(rank, self.me, last.to_dict() if last else {},
                               list(self.watcher.tails.get(rank, [])))
+        # A root-private directory on the node, read back through slurp: over SSH as an operator
+        # who becomes root, the login user can neither keep it private nor read root's 0600 files.
+        remote_dir = f"{becomefiles.REMOTE_BUNDLE_ROOT}/{self.lane}-{uuid.uuid4().hex[:12]}"
+        task_vars = self.task_vars
+
+        def fetch(remote: str, local: str) -> None:
+            becomefiles.fetch(self.action, task_vars, remote, local)
+
         try:
-            tmpdir = self.action._make_tmp_path()
-        except AnsibleError as exc:
-            bundle.mark_done(self.me, f"could not create a remote temporary directory: {to_text(exc)}")
-            return
-        try:
-            remote_dir = self.action._connection._shell.join_path(tmpdir, "bundle")
             res, error = self.run_module(self.module_args(bundle_dir=remote_dir))
             if res is None:
                 notes.append(f"full logs not collected: {error}")
             else:
                 files = list(res.get("bundle_files") or [])
-                fetch = self.action._connection.fetch_file
                 for spec in self.my_ranks:
                     try:
                         bundle.fetch_rank_files(int(spec["node_rank"]), self.me, spec["container_name"], files, fetch)
@@ -304,7 +307,7 @@ class Waiter(LaneWorker):
                     notes.append(f"meminfo: {to_text(exc)}")
         finally:
             try:
-                self.action._remove_tmp_path(tmpdir, force=True)
-            except AnsibleError:
-                pass
+                becomefiles.remove(self.action, task_vars, remote_dir)
+            except AnsibleError as exc:
+                notes.append(f"the node's copy {remote_dir} was not removed: {to_text(exc)}")
             bundle.mark_done(self.me, "; ".join(notes))

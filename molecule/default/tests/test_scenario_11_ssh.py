@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 
 import pytest
-from simlib import LANE, NODES, ROOT, STAGING_NODE, flat, lane_containers, run_playbook
+from simlib import ANSI, LANE, NODES, ROOT, STAGING_NODE, flat, lane_containers, run_playbook
 
 HOST, ADDRESS = "spark-08", "172.31.213.18"
 SKELETON = {"/home/lanekit/.bashrc", "/home/lanekit/.bash_logout", "/home/lanekit/.profile"}
@@ -35,13 +35,14 @@ def lock_exists() -> bool:
 
 def test_the_run_logs_in_as_lanekit_and_becomes_root(vllm_serving):
     ansible = os.path.join(ROOT, ".venv", "bin", "ansible")
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    # Molecule exports ANSIBLE_FORCE_COLOR for its own runs; this output is parsed.
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     for become, expected in (("true", "root"), ("false", "lanekit")):
         proc = subprocess.run([ansible, "lane_nodes:weights_staging", "-i", os.path.join(ROOT, "inventories", "sim"),
                                "-m", "ansible.builtin.command", "-a", "id -un", "-e", f"ansible_become={become}",
                                "-o"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        answers = [line for line in proc.stdout.splitlines() if "| CHANGED |" in line]
+        answers = [line.strip() for line in ANSI.sub("", proc.stdout).splitlines() if "| CHANGED |" in line]
         assert len(answers) == 9 and all(line.endswith(f"(stdout) {expected}") for line in answers), proc.stdout
 
 

@@ -3,7 +3,9 @@
 """A fake node for the lane-wide actions: answers rank_status from a script of polls."""
 from __future__ import annotations
 
+import base64
 import os
+import posixpath
 import shutil
 
 STARTED = "2026-10-30T06:00:00.000000000Z"
@@ -57,21 +59,35 @@ class FakeAction:
         self._connection = FakeConnection(node_dir)
         self.script = script
         self.calls = []
+        self.removed = []
+
+    def on_node(self, remote):
+        """Where the fake node keeps a remote absolute path (under node_dir, never the real /)."""
+        return os.path.join(self._connection.node_dir, "root", remote.lstrip("/"))
 
     def _execute_module(self, module_name, module_args, task_vars):
+        if module_name == "ansible.builtin.slurp":
+            with open(self.on_node(module_args["src"]), "rb") as handle:
+                return {"content": base64.b64encode(handle.read()).decode()}
+        if module_name == "ansible.builtin.file":
+            assert module_args["state"] == "absent"
+            self.removed.append(module_args["path"])
+            shutil.rmtree(self.on_node(module_args["path"]), ignore_errors=True)
+            return {"changed": True}
         assert module_name == "lanekit.serving.rank_status"
         self.calls.append(module_args)
         if module_args.get("bundle_dir"):
-            os.makedirs(module_args["bundle_dir"], exist_ok=True)
+            bundle_dir = module_args["bundle_dir"]
+            os.makedirs(self.on_node(bundle_dir), exist_ok=True)
             files = []
             for name in module_args["containers"]:
                 for suffix, text in ((".log", "full log of " + name), (".inspect.json", "{}")):
-                    path = os.path.join(module_args["bundle_dir"], name + suffix)
-                    with open(path, "w") as handle:
+                    path = posixpath.join(bundle_dir, name + suffix)
+                    with open(self.on_node(path), "w") as handle:
                         handle.write(text)
                     files.append(path)
-            path = os.path.join(module_args["bundle_dir"], "meminfo.txt")
-            with open(path, "w") as handle:
+            path = posixpath.join(bundle_dir, "meminfo.txt")
+            with open(self.on_node(path), "w") as handle:
                 handle.write("MemTotal: 125000000 kB\nMemFree: 1600000 kB\n")
             return {"containers": [], "bundle_files": files + [path], "now": 0}
         polls = [c for c in self.calls if not c.get("bundle_dir")]

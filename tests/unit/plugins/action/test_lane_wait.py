@@ -68,7 +68,12 @@ def test_g1_scale_c_crash_fails_within_two_polls_and_writes_the_bundle(tmp_path,
     # head probes from the head node, worker health from its own node
     assert polls[0]["api_probe"]["url"] == "http://10.10.10.1:30000"
     assert polls[0]["health_probes"] == [{"name": "lk-r1", "url": "http://127.0.0.1:30000/health"}]
-    assert not os.path.exists(action._connection.node_dir + "/tmp")
+    # The node kept the bundle in a root-private directory (not the login user's temp dir), read
+    # it back as the become user and removed it.
+    bundle_dirs = [c["bundle_dir"] for c in action.calls if c.get("bundle_dir")]
+    assert len(bundle_dirs) == 1 and bundle_dirs[0].startswith("/var/tmp/lanekit/bundles/mistral-large4-nvfp4-8x-sglang-")
+    assert action.removed == bundle_dirs
+    assert not os.path.exists(action.on_node(bundle_dirs[0]))
 
 
 def test_ready_after_the_stability_window(tmp_path):

@@ -1,0 +1,93 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""Files to and from a node that work when the login user is not the user lanekit runs as.
+
+On a real cluster Ansible logs in as an operator account and becomes root with sudo. The
+connection's own file transfer (``_transfer_file``, ``fetch_file``) runs as the LOGIN user, so it
+can neither write into root's directories nor read the root-owned 0600 files lanekit's modules
+write. These helpers go through modules instead, which run as the become user, the way
+``ansible.builtin.copy`` and ``ansible.builtin.fetch`` do: a put lands in the login user's
+temporary directory and a module moves it into place; a fetch reads through ``slurp``. With a
+root login (or no become) they behave the same.
+"""
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_text
+
+# Where a node keeps a failure bundle while the controller reads it: root's, private (0700; the
+# same root as the image work directories), never the login user's home.
+REMOTE_BUNDLE_ROOT = "/var/tmp/lanekit/bundles"
+
+
+def _module(action: Any, name: str, args: Mapping[str, Any], task_vars: Mapping[str, Any], what: str) -> dict:
+    out = action._execute_module(module_name=name, module_args=dict(args), task_vars=task_vars)
+    if out.get("failed") or out.get("unreachable"):
+        raise AnsibleError(f"{what}: {to_text(out.get('msg') or 'failed').strip()}")
+    return out
+
+
+def fetch(action: Any, task_vars: Mapping[str, Any], remote: str, local: str) -> None:
+    """Copy the node's ``remote`` to the controller's ``local``, read as the become user."""
+    out = _module(action, "ansible.builtin.slurp", {"src": remote}, task_vars, f"reading {remote}")
+    data = base64.b64decode(out.get("content") or "")
+    tmp = f"{local}.partial"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, local)
+
+
+def put(action: Any, task_vars: Mapping[str, Any], local: str, remote: str, mode: str = "0600") -> None:
+    """Copy the controller's ``local`` to the node's ``remote``, written as the become user.
+
+    The bytes travel to the login user's temporary directory first (the connection can write
+    there), then ``ansible.builtin.copy`` with ``remote_src`` puts them in place as the become user
+    and the temporary directory is removed."""
+    tmpdir = action._make_tmp_path()
+    try:
+        staged = action._connection._shell.join_path(tmpdir, os.path.basename(remote) or "file")
+        action._transfer_file(local, staged)
+        # Root reads anything; another become user needs the staged file made readable to it.
+        action._fixup_perms2([tmpdir, staged])
+        _module(action, "ansible.builtin.copy", {"src": staged, "dest": remote, "remote_src": True, "mode": mode},
+                task_vars, f"writing {remote}")
+    finally:
+        try:
+            action._remove_tmp_path(tmpdir, force=True)
+        except AnsibleError:
+            pass
+
+
+def put_many(action: Any, task_vars: Mapping[str, Any], local_files: list[str], remote_dir: str,
+             mode: str = "0600") -> None:
+    """Copy several controller files into the node's ``remote_dir`` (created 0700), as ``put`` does,
+    with one module call for all of them."""
+    tmpdir = action._make_tmp_path()
+    try:
+        stage = action._connection._shell.join_path(tmpdir, "stage")
+        # A directory of its own, made as the login user: without pipelining Ansible also puts
+        # module files into tmpdir, and those must not be copied along. The path is Ansible's own
+        # temporary name, quoted.
+        action._low_level_execute_command(f"mkdir -m 0700 {action._connection._shell.quote(stage)}", sudoable=False)
+        staged = [action._connection._shell.join_path(stage, os.path.basename(path)) for path in local_files]
+        for path, target in zip(local_files, staged, strict=True):
+            action._transfer_file(path, target)
+        action._fixup_perms2([tmpdir, stage, *staged])
+        _module(action, "ansible.builtin.copy", {"src": stage + "/", "dest": remote_dir.rstrip("/") + "/",
+                                                 "remote_src": True, "mode": mode, "directory_mode": "0700"},
+                task_vars, f"writing {remote_dir}")
+    finally:
+        try:
+            action._remove_tmp_path(tmpdir, force=True)
+        except AnsibleError:
+            pass
+
+
+def remove(action: Any, task_vars: Mapping[str, Any], remote: str) -> None:
+    """Remove ``remote`` (a file or a directory tree) as the become user."""
+    _module(action, "ansible.builtin.file", {"path": remote, "state": "absent"}, task_vars, f"removing {remote}")
