@@ -28,6 +28,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 
+from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -217,8 +218,11 @@ class ActionModule(ActionBase):
         self._remote("prepare", {"root": rp["root"]}, bench_host)
         try:
             # Written as the become user: the run's directories on the bench host are root's.
-            becomefiles.put(self, self._task_vars, tokenizer_copy, rp["tokenizer"])
-            becomefiles.put(self, self._task_vars, corpus_path, f"{rp['cache']}/{corpus_cache_name}")
+            try:
+                becomefiles.put(self, self._task_vars, tokenizer_copy, rp["tokenizer"])
+                becomefiles.put(self, self._task_vars, corpus_path, f"{rp['cache']}/{corpus_cache_name}")
+            except AnsibleError as exc:
+                raise LanekitError(f"bench_host {bench_host}: copying the tokenizer and corpus failed ({exc}).") from exc
             argv = bset.tool_argv(settings, base_url=base_url, model=model, engine=plan.get("engine", "vllm"),
                                   tokenizer=rp["tokenizer"], corpus_url=url, progress_path=rp["progress_path"],
                                   json_file=rp["json_file"], output_dir=rp["output_dir"])

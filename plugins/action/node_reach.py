@@ -44,7 +44,7 @@ class ActionModule(ActionBase):
             hv = hostvars.get(host) or {}
             timeout = _as_int(hv.get("ansible_ssh_timeout", hv.get("ansible_timeout")))
             found.append(reach.explain(
-                host, str(res.get("msg") or res.get("module_stderr") or ""),
+                host, " ".join(str(res.get(k) or "") for k in ("msg", "module_stderr", "module_stdout")).strip(),
                 address=str(hv.get("ansible_host") or ""), user=str(hv.get("ansible_user") or ""),
                 timeout_s=timeout or getattr(self._play_context, "timeout", None),
                 unreachable=bool(res.get("unreachable"))))

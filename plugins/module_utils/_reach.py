@@ -60,13 +60,25 @@ def explain(host: str, message: str, *, address: str = "", user: str = "", timeo
         return Reach(host, "host_key_unknown", (
             f"{where} has no entry in known_hosts and host key checking is on, so lanekit did not connect."
             f" Add its key after checking the fingerprint on the node's console: `ssh-keyscan -t ed25519"
-            f" {address or host} >> ~/.ssh/known_hosts` (docs/real-nodes.md)."))
-    if "missing sudo password" in low or "a password is required" in low or "incorrect sudo password" in low:
+            f" {address or host} >> ~/.ssh/known_hosts` (docs/real-nodes.md of the lanekit.serving collection)."))
+    if "incorrect sudo password" in low or "sorry, try again" in low:
+        who = f" of {login}" if login else ""
+        return Reach(host, "sudo_password_wrong", (
+            f"sudo on {where} refused the password given with -K (--ask-become-pass){who}. Run again with"
+            " the login user's own password on that node, or give it passwordless sudo there"
+            " (docs/real-nodes.md of the lanekit.serving collection)."))
+    if "privilege escalation" in low and ("timeout" in low or "timed out" in low):
+        return Reach(host, "sudo_hung", (
+            f"{where} accepted the SSH login, but sudo did not answer in time (it waited for a prompt"
+            " lanekit cannot answer: a PAM or second-factor prompt, a slow directory lookup). Make sudo for"
+            " the login user non-interactive on the node (docs/real-nodes.md of the lanekit.serving"
+            " collection), then run again."))
+    if "missing sudo password" in low or "a password is required" in low:
         who = f" {login}" if login else ""
         return Reach(host, "sudo_password", (
             f"sudo on {where} asks{who} for a password, and lanekit needs root there (docker, /etc/lanekit,"
             " the weights). Pass the password with -K (--ask-become-pass), or give the login user"
-            " passwordless sudo on the node (docs/real-nodes.md shows the sudoers line)."))
+            " passwordless sudo on the node (docs/real-nodes.md of the lanekit.serving collection shows the sudoers line)."))
     if "permission denied (publickey" in low or "permission denied, please try again" in low:
         who = login or "the login user"
         return Reach(host, "auth_denied", (

@@ -63,10 +63,9 @@ def put(action: Any, task_vars: Mapping[str, Any], local: str, remote: str, mode
             pass
 
 
-def put_many(action: Any, task_vars: Mapping[str, Any], local_files: list[str], remote_dir: str,
-             mode: str = "0600") -> None:
+def put_many(action: Any, task_vars: Mapping[str, Any], local_files: list[str], remote_dir: str) -> None:
     """Copy several controller files into the node's ``remote_dir`` (created 0700), as ``put`` does,
-    with one module call for all of them."""
+    with one module call for all of them (the files keep the modes they were staged with)."""
     tmpdir = action._make_tmp_path()
     try:
         stage = action._connection._shell.join_path(tmpdir, "stage")
@@ -79,7 +78,7 @@ def put_many(action: Any, task_vars: Mapping[str, Any], local_files: list[str], 
             action._transfer_file(path, target)
         action._fixup_perms2([tmpdir, stage, *staged])
         _module(action, "ansible.builtin.copy", {"src": stage + "/", "dest": remote_dir.rstrip("/") + "/",
-                                                 "remote_src": True, "mode": mode, "directory_mode": "0700"},
+                                                 "remote_src": True, "directory_mode": "0700"},
                 task_vars, f"writing {remote_dir}")
     finally:
         try:

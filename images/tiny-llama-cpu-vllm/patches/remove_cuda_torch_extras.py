@@ -36,7 +36,8 @@ class PatchError(Exception):
 
 def _import_fails(module: str) -> str:
     """The last line of the error importing ``module`` in a fresh interpreter, '' when it imports."""
-    proc = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=300,
+                          check=False)
     if proc.returncode == 0:
         return ""
     lines = [line for line in proc.stderr.splitlines() if line.strip()]

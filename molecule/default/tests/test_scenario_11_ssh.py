@@ -29,6 +29,14 @@ def node_sh(node: str, script: str) -> str:
                           check=True).stdout
 
 
+def refused_up_front(output: str) -> bool:
+    """The run stopped at the reach check: no later preflight task ran on any host."""
+    text = flat(output)
+    return ("Refuse the hosts that cannot be reached or cannot become root" in text
+            and "Read the node's GPU, architecture and docker version" not in text
+            and "Take the lane lock" not in text)
+
+
 def lock_exists() -> bool:
     return node_sh(NODES[0], f"test -e /var/lib/lanekit/locks/{LANE}.lock && echo yes || true").strip() == "yes"
 
@@ -82,6 +90,7 @@ def test_a_node_that_does_not_answer_is_unreachable_within_the_connect_timeout(v
     assert status.returncode == 2
     assert (f"cause: node {HOST} unreachable (r7 unknown): {HOST} ({ADDRESS}) is unreachable: it did not answer "
             "on SSH within 10 s") in flat(status.stdout)
+    assert refused_up_front(deploy.stdout)
     assert lane_containers() == before and not lock_exists()
 
 
@@ -100,6 +109,7 @@ def test_a_changed_host_key_is_refused_naming_the_node_and_the_fix(vllm_serving,
     assert proc.returncode != 0
     assert f"{HOST} ({ADDRESS}) offered an SSH host key that differs from the one in {known}" in text
     assert f"`ssh-keygen -f {known} -R {ADDRESS}`" in text
+    assert refused_up_front(proc.stdout)
     assert lane_containers() == before and not lock_exists()
 
 
@@ -113,6 +123,7 @@ def test_sudo_that_asks_for_a_password_is_refused_up_front_with_the_fix(vllm_ser
     assert proc.returncode != 0
     assert f"sudo on {HOST} ({ADDRESS}) asks lanekit-pw for a password" in text
     assert "-K (--ask-become-pass)" in text
+    assert refused_up_front(proc.stdout)
     assert lane_containers() == before and not lock_exists()
 
 

@@ -69,15 +69,15 @@ ka ri to mu se na lo pe vi da zu ne mo ta ki ru so ha ye bo li fa gu te wi ja co
 
 def corpus(rng: random.Random) -> list[str]:
     """About 6,000 deterministic lines: English-ish sentences, made-up words, numbers, code-ish text."""
-    made_up = sorted({"".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))) for _ in range(1500)})
+    made_up = sorted({"".join(rng.choice(SYLLABLES) for _n in range(rng.randint(2, 4))) for _n in range(1500)})
     lines = []
     for i in range(6000):
         kind = i % 4
         if kind == 0:
-            words = [rng.choice(WORDS) for _ in range(rng.randint(5, 14))]
+            words = [rng.choice(WORDS) for _n in range(rng.randint(5, 14))]
             lines.append(" ".join(words).capitalize() + rng.choice([".", "?", "!", "."]))
         elif kind == 1:
-            lines.append(" ".join(rng.choice(made_up) for _ in range(rng.randint(4, 10))))
+            lines.append(" ".join(rng.choice(made_up) for _n in range(rng.randint(4, 10))))
         elif kind == 2:
             lines.append(f"rank {rng.randint(0, 7)} of {rng.randint(1, 8)}: {rng.randint(0, 99999)} tokens "
                          f"in {rng.randint(1, 600)}.{rng.randint(0, 99):02d} s")

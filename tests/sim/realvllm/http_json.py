@@ -44,8 +44,8 @@ def main(capture: str) -> int:
             body = text
         if name == "metrics" and isinstance(body, str):
             lines = body.splitlines()
-            body = {"lines": len(lines), "vllm_metric_names": sorted({ln.split("{")[0].split(" ")[0] for ln in lines
-                                                                       if ln.startswith("vllm:")})}
+            names = {ln.split("{")[0].split(" ")[0] for ln in lines if ln.startswith("vllm:")}
+            body = {"lines": len(lines), "vllm_metric_names": sorted(names)}
         status = int(meta[-2]) if len(meta) >= 2 and meta[-2].isdigit() else meta
         out.append({"name": name, "request": requests.get(name, ""), "status": status,
                     "seconds": float(meta[-1]) if meta else None, "headers": headers, "body": body})

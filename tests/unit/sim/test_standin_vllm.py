@@ -234,8 +234,8 @@ def test_fault_injected_rank_exits_with_its_line_and_head_fails_the_boot_at_once
     assert re.search(r"\(Worker_TP0 pid=\d+\) ERROR .* RuntimeError: \[.*gloo/transport/tcp/pair\.cc:553\] Connection "
                      r"closed by peer \[127\.0\.0\.1\]:\d+\.", out)
     assert "Exception: WorkerProc initialization failed due to an exception in a background process." in out
-    assert out.rstrip().splitlines()[-1] == ("RuntimeError: Engine core initialization failed. See root cause above. "
-                                            "Failed core proc(s): {'EngineCore': 1}")
+    last = out.rstrip().splitlines()[-1]
+    assert last == "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"
 
 
 def test_head_fault_leaves_the_headless_rank_running(ranks, ckpt):

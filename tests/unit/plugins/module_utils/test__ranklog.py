@@ -205,5 +205,5 @@ def test_real_headless_rank_has_no_ready_line_and_stops_at_its_kv_space():
 
 def test_real_head_waiting_for_a_late_rank_stays_at_the_rendezvous():
     lines = real_vllm_lines("rank1_late", 0)
-    upto = [line for line in lines[: next(i for i, ln in enumerate(lines) if "distributed_init_method=" in ln) + 1]]
+    upto = lines[: next(i for i, ln in enumerate(lines) if "distributed_init_method=" in ln) + 1]
     assert parse(upto).phase == "rendezvous"

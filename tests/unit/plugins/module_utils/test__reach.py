@@ -56,6 +56,8 @@ def test_a_refused_key_names_the_login_user_from_the_message():
      "Host key verification failed.", "host_key_unknown"),
     ("Connection timed out during banner exchange", "timeout"),
     ("something new", "unreachable"),
+    ("Timeout (12s) waiting for privilege escalation prompt: ", "sudo_hung"),
+    ("Incorrect sudo password", "sudo_password_wrong"),
 ])
 def test_other_connection_failures_are_told_apart(text, kind):
     assert reach.explain("spark-08", text, address="10.0.0.8").kind == kind
