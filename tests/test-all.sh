@@ -19,8 +19,8 @@ make unit syntax lint sanity build || checks=$?
 
 start=$SECONDS
 if ! wait "$sim_pid"; then
-  echo "test: sim-up failed; the end of its log:" >&2
-  tail -n 60 "$log" >&2
+  echo "test: sim-up failed; its failed tasks (whole log: $log):" >&2
+  grep -E -A4 '^(fatal|failed):|^ *msg:' "$log" | tail -n 60 >&2 || tail -n 60 "$log" >&2
   exit 1
 fi
 trap - EXIT
