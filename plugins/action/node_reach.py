@@ -18,13 +18,6 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def _as_int(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
@@ -41,12 +34,9 @@ class ActionModule(ActionBase):
             if not (res.get("unreachable") or res.get("failed")):
                 continue
             # hostvars entries are templated when read.
-            hv = hostvars.get(host) or {}
-            timeout = _as_int(hv.get("ansible_ssh_timeout", hv.get("ansible_timeout")))
-            found.append(reach.explain(
+            found.append(reach.explain_for(
                 host, " ".join(str(res.get(k) or "") for k in ("msg", "module_stderr", "module_stdout")).strip(),
-                address=str(hv.get("ansible_host") or ""), user=str(hv.get("ansible_user") or ""),
-                timeout_s=timeout or getattr(self._play_context, "timeout", None),
+                hostvars.get(host) or {}, default_timeout_s=getattr(self._play_context, "timeout", None),
                 unreachable=bool(res.get("unreachable"))))
         result.update(changed=False, hosts=[r.to_dict() for r in found])
         if found:

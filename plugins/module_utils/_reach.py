@@ -34,6 +34,23 @@ def _where(host: str, address: str) -> str:
     return f"{host} ({address})" if address and address != host else host
 
 
+def _whole_seconds(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def explain_for(host: str, message: str, hostvars, *, default_timeout_s: int | None = None,
+                unreachable: bool = True) -> Reach:
+    """``explain`` with the address, login user and connect timeout read from the host's (templated)
+    variables: ``ansible_host``, ``ansible_user``, ``ansible_ssh_timeout`` or ``ansible_timeout``."""
+    timeout = _whole_seconds(hostvars.get("ansible_ssh_timeout", hostvars.get("ansible_timeout")))
+    return explain(host, message, address=str(hostvars.get("ansible_host") or ""),
+                   user=str(hostvars.get("ansible_user") or ""), timeout_s=timeout or default_timeout_s,
+                   unreachable=unreachable)
+
+
 def explain(host: str, message: str, *, address: str = "", user: str = "", timeout_s: int | None = None,
             unreachable: bool = True) -> Reach:
     """The verdict for one host from Ansible's message (``msg`` of an unreachable or failed result)."""

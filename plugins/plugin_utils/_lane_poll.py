@@ -281,17 +281,13 @@ class LaneWorker:
 
     def _reach_error(self, message: str, unreachable: bool) -> str:
         """The connection's words as one sentence with the cause (timeout, host key, sudo, ...)."""
+        # Task variables are not templated yet: template the few the sentence names.
         templar = getattr(self.action, "_templar", None)
-        address = self.task_vars.get("ansible_host") or ""
+        names = ("ansible_host", "ansible_user", "ansible_ssh_timeout", "ansible_timeout")
+        hostvars = {k: self.task_vars[k] for k in names if self.task_vars.get(k) is not None}
         if templar is not None:
-            address = templar.template(address)
-        timeout = self.task_vars.get("ansible_ssh_timeout") or self.task_vars.get("ansible_timeout")
-        try:
-            timeout_s = int(templar.template(timeout) if templar is not None and timeout else timeout)
-        except (TypeError, ValueError):
-            timeout_s = None
-        verdict = reach.explain(str(self.me), message, address=str(address or ""), timeout_s=timeout_s,
-                                unreachable=unreachable)
+            hostvars = {k: templar.template(v) for k, v in hostvars.items()}
+        verdict = reach.explain_for(str(self.me), message, hostvars, unreachable=unreachable)
         if verdict.kind in ("unreachable", "failed"):
             return f"cannot reach {self.me}: {message.strip().splitlines()[-1] if message.strip() else 'no answer'}"
         return verdict.sentence.rstrip(".")
