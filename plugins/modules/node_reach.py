@@ -15,7 +15,8 @@ description:
   - Fails with one sentence per host that did not answer or could not become root, naming the
     host, its address, what happened and the fix - a connection that timed out (the node is off
     or cut off), an SSH host key that differs from known_hosts (C(ssh-keygen -R)), a host key
-    that is not known, a refused key, sudo that asks for a password (C(-K) or a sudoers line).
+    that is not known, a refused key, sudo that asks for a password (C(-K) or a sudoers line), sudo
+    that refused the C(-K) password or hung at a prompt.
 options:
   results:
     description: Per inventory host, its registered result of the first task that reached it.
@@ -55,8 +56,8 @@ EXAMPLES = r"""
 RETURN = r"""
 hosts:
   description: The hosts that cannot be used, each with C(host), C(kind) (timeout, host_key_changed,
-    host_key_unknown, sudo_password, auth_denied, refused, no_route, unresolved, unreachable,
-    failed) and C(sentence).
+    host_key_unknown, sudo_password, sudo_password_wrong, sudo_hung, auth_denied, refused, no_route,
+    unresolved, unreachable, failed) and C(sentence).
   returned: always
   type: list
   elements: dict
