@@ -110,14 +110,66 @@ def read_secrets(api_key: Any, secret_env: Any, reserved: Mapping[str, str]) -> 
     return secrets
 
 
+# The program run by ``key_flag_wrap``: fixed text (never a value), given to ``python3 -c``. It
+# reads the key from the env file's variable and appends ``<flag> <key>`` to the engine's
+# sys.argv inside the same process, then runs the engine's console script (or ``python3 -m
+# <module>``) there, so the key is never in any process's kernel argv (/proc/<pid>/cmdline,
+# ``ps``) — an ``exec "$@" --api-key "$KEY"`` would put it there. A console script whose shebang
+# names another interpreter gets this same program re-run under that interpreter (the key stays
+# in the environment); a program that is not Python cannot take the key this way and stops
+# with a sentence instead of falling back to argv. The variable is KEY_CARRIER_ENV, spelled out.
+KEY_ARGV_PROGRAM = r"""
+import os, runpy, shutil, sys
+flag, args = sys.argv[1], sys.argv[2:]
+def stop(why):
+    sys.exit(f"lanekit: cannot hand the API key to {' '.join(args[:3])!r} without its command line: {why}; "
+             "the rank's program must be a Python console script or 'python3 -m <module>'.")
+if os.path.basename(args[0] if args else "").startswith("python") and args[1:2] == ["-m"] and len(args) > 2:
+    key = os.environ.pop("LANEKIT_API_KEY", "")
+    if not key:
+        stop("LANEKIT_API_KEY is not in the rank's environment (the node's env file)")
+    sys.argv = [args[2], *args[3:], flag, key]
+    runpy.run_module(args[2], run_name="__main__", alter_sys=True)
+    sys.exit(0)
+path = shutil.which(args[0]) if args else None
+if not path:
+    stop("the program is not on PATH")
+with open(path, "rb") as handle:
+    first = handle.readline(512).decode("utf-8", "replace").split()
+if not first or not first[0].startswith("#!"):
+    stop("it is not a script with a '#!' line")
+interp = [first[0][2:], *first[1:]]
+if os.path.basename(interp[0]) == "env" and len(interp) > 1:
+    interp = [shutil.which(interp[1]) or interp[1]]
+if not os.path.basename(interp[0]).startswith("python"):
+    stop(f"it runs under {interp[0]}, not Python")
+if (os.path.realpath(shutil.which(interp[0]) or interp[0]) != os.path.realpath(sys.executable)
+        and not os.environ.get("LANEKIT_KEY_ARGV_REEXEC")):
+    os.environ["LANEKIT_KEY_ARGV_REEXEC"] = "1"  # once: a shim interpreter must not loop
+    with open("/proc/self/cmdline", "rb") as handle:
+        me = handle.read().split(b"\0")[2].decode()
+    os.execv(interp[0], [interp[0], "-c", me, flag, *args])
+key = os.environ.pop("LANEKIT_API_KEY", "")
+if not key:
+    stop("LANEKIT_API_KEY is not in the rank's environment (the node's env file)")
+sys.argv = [path, *args[1:], flag, key]
+runpy.run_path(path, run_name="__main__")
+"""
+
+
 def key_flag_wrap(flag: str, entrypoint: list, command: list) -> tuple[list, list]:
     """(entrypoint, command) that hand the key to an engine taking it only as a flag.
 
-    The script is fixed text: the key is expanded from the env file's variable inside the
-    container, so neither the plan nor ``docker inspect`` Args holds it.
+    ``entrypoint``: the image's entrypoint the rank keeps (for example NVIDIA's
+    ``nvidia_entrypoint.sh``, which ends in ``exec "$@"``), or empty; ``command``: the engine's
+    argv. The program is fixed text (``KEY_ARGV_PROGRAM``): the key goes from the env file's
+    variable into the engine's in-process sys.argv, so neither the plan, ``docker inspect`` nor
+    ``ps`` on the node holds it.
     """
-    script = f'exec "$@" {flag} "${KEY_CARRIER_ENV}"'
-    return ["/bin/sh"], ["-c", script, "lanekit-api-key", *entrypoint, *command]
+    wrapped = ["python3", "-c", KEY_ARGV_PROGRAM, flag, *command]
+    if entrypoint:
+        return list(entrypoint), wrapped
+    return wrapped[:1], wrapped[1:]
 
 
 def env_file_path(lane: str) -> str:
@@ -151,14 +203,27 @@ def plan_secrets(lane: dict, secrets: Secrets) -> dict | None:
 
 
 def secret_spec(spec: dict, hashed: dict, engine: _engines.Engine, record: dict) -> None:
-    """Point one rank at the env file; a flag-only engine gets the key through a /bin/sh indirection."""
+    """Point one rank at the env file; a flag-only engine gets the key through ``key_flag_wrap``."""
     spec["secret_env_file"] = record["env_file"]
     spec["secret_env_names"] = sorted(record["env_names"] + ([record["api_key_env"]] if record["api_key"] else []))
     if record["api_key"] and not engine.api_key_env:
-        entry = spec["entrypoint"] + spec["command"] if spec["entrypoint"] else list(engine.program) + spec["command"]
-        spec["entrypoint"], spec["command"] = key_flag_wrap(engine.api_key_flag, entry[:1], entry[1:])
+        entry = list(spec["entrypoint"])
+        if not entry:
+            prewrap, command = [], list(engine.program) + spec["command"]
+        elif _is_engine_program(entry[0], engine):
+            prewrap, command = [], entry + spec["command"]
+        else:  # an image entrypoint that sets up and ends in `exec "$@"` (NVIDIA's) stays in front
+            prewrap, command = entry, spec["command"]
+        spec["entrypoint"], spec["command"] = key_flag_wrap(engine.api_key_flag, prewrap, command)
         hashed.update(entrypoint=spec["entrypoint"], command=spec["command"])
     hashed["secrets"] = record["hash"]
+
+
+def _is_engine_program(path: str, engine: _engines.Engine) -> bool:
+    """True when ``path`` is the engine's program itself (its console script or a Python), not a
+    setup script that ends in ``exec "$@"``."""
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith("python") or name == engine.program[0].rsplit("/", 1)[-1]
 
 
 def lane_secrets(lane: dict, head_vars: dict, engine: _engines.Engine) -> Secrets:

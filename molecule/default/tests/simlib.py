@@ -115,3 +115,23 @@ def record_timing(what: str, seconds: float, detail: str = "") -> None:
     os.makedirs(os.path.join(ROOT, "reports"), exist_ok=True)
     with open(os.path.join(ROOT, "reports", "scenario-timings.txt"), "a", encoding="utf-8") as fh:
         fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {what}: playbook {seconds:.0f} s{'; ' + detail if detail else ''}\n")
+
+
+def api_status(node: str, port: int, key: str | None, path: str = "/v1/models") -> int:
+    """HTTP status of GET <path> on a node's loopback, with or without the API key."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    script = (f"import urllib.request,urllib.error\nreq=urllib.request.Request('http://127.0.0.1:{port}{path}',"
+              f"headers={headers!r})\ntry:\n print(urllib.request.urlopen(req,timeout=10).status)\n"
+              "except urllib.error.HTTPError as e:\n print(e.code)")
+    proc = subprocess.run(["docker", "exec", node, "python3", "-c", script], capture_output=True, text=True,
+                          check=True)
+    return int(proc.stdout.strip())
+
+
+def cmdlines_holding(node: str, container: str, word: str) -> list[str]:
+    """The command lines of the processes in a rank container that hold ``word`` (what `ps` shows)."""
+    script = ("import glob\nfor p in glob.glob('/proc/[0-9]*/cmdline'):\n try:\n  t=open(p,'rb').read()\n"
+              " except OSError:\n  continue\n print(t.replace(b'\\0',b' ').decode('utf-8','replace'))")
+    proc = docker(node, "exec", container, "python3", "-c", script)
+    return [line[:200] for line in proc.stdout.splitlines() if word in line]
+

@@ -6,11 +6,14 @@ full scenario it runs last, since it replaces the lane the earlier files test.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 
-from simlib import (ANSI, LANE, NODES, ROOT, SGLANG_LANE, assert_no_traceback, changed_hosts, docker, flat,
-                    lane_containers, plan, rank_containers, run_playbook)
+from simlib import (ANSI, LANE, NODES, ROOT, SGLANG_LANE, api_status, assert_no_traceback, changed_hosts,
+                    cmdlines_holding, docker, flat, lane_containers, node_of, plan, rank_containers, run_playbook)
+
+SGLANG_KEY = "sk-lksim-sglang-4d2a9e7c1b"
 
 
 def test_teardown_leaves_no_container_running_and_keeps_the_logs(vllm_present):
@@ -24,8 +27,13 @@ def test_teardown_leaves_no_container_running_and_keeps_the_logs(vllm_present):
     assert glob.glob(os.path.join(newest, "**", "*.log"), recursive=True), f"no rank log in {newest}"
 
 
-def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly(sglang_only):
-    proc = run_playbook("deploy_lane.yml", lane=SGLANG_LANE, timeout=1500)
+def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly(sglang_only, tmp_path):
+    # With an API key: SGLang takes it only as --api-key, which lanekit hands over inside the
+    # engine's process, so no process's command line (what `ps` shows) holds it.
+    keyfile = tmp_path / "key.json"
+    keyfile.write_text(json.dumps({"lanekit_api_key": SGLANG_KEY}))
+    keyed = ["-e", f"@{keyfile}"]
+    proc = run_playbook("deploy_lane.yml", lane=SGLANG_LANE, extra=keyed, timeout=1500)
     assert proc.returncode == 0
     assert_no_traceback(proc.stdout)
     assert "is ready" in flat(proc.stdout)
@@ -43,7 +51,15 @@ def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_reruns_quietly(s
     text = logs.stdout + logs.stderr
     assert f"monitored_barrier timeout in effect: {wanted} s" in text, text[-3000:]
 
-    again = run_playbook("deploy_lane.yml", lane=SGLANG_LANE)
+    node, port = node_of(head["host"]), sglang_plan["api"]["port"]
+    assert api_status(node, port, SGLANG_KEY) == 200
+    assert api_status(node, port, None) == 401, "SGLang answered without the key"
+    for rank in sglang_plan["ranks"]:
+        held = cmdlines_holding(node_of(rank["host"]), rank["container_name"], SGLANG_KEY)
+        assert held == [], f"the API key is on a command line in {rank['container_name']}: {held}"
+    assert SGLANG_KEY not in proc.stdout + proc.stderr
+
+    again = run_playbook("deploy_lane.yml", lane=SGLANG_LANE, extra=keyed)
     assert again.returncode == 0 and changed_hosts(again.stdout, ignore=()) == set()
 
 

@@ -52,13 +52,97 @@ def test_vllm_reads_the_key_from_its_environment():
     assert "VLLM_API_KEY" in head["secret_env_names"]
 
 
-def test_sglang_gets_the_flag_through_an_indirection_that_holds_no_value():
+def test_sglang_gets_the_flag_through_a_fixed_program_that_holds_no_value():
     result = keyed(SGLANG)
     head = result["ranks"][0]
     assert result["secrets"]["api_key_env"] == "LANEKIT_API_KEY"
-    assert head["entrypoint"] == ["/bin/sh"]
-    assert head["command"][:3] == ["-c", 'exec "$@" --api-key "$LANEKIT_API_KEY"', "lanekit-api-key"]
-    assert "--model-path" in head["command"]  # the engine's own argv follows, unchanged
+    # NVIDIA's entrypoint (sets up, then exec "$@") stays in front of the key's program.
+    assert head["entrypoint"] == ["/opt/nvidia/nvidia_entrypoint.sh"]
+    assert head["command"][:4] == ["python3", "-c", _secrets.KEY_ARGV_PROGRAM, "--api-key"]
+    assert head["command"][4:6] == ["sglang", "serve"]  # the engine's own argv follows, unchanged
+    assert KEY not in json.dumps(result)
+
+
+# --- the key's program, run for real: the key reaches the engine's sys.argv, never a kernel argv ---
+
+ENGINE = """import json, os, sys
+with open("/proc/self/cmdline", "rb") as handle:
+    cmdline = handle.read().decode()
+with open(os.environ["REPORT"], "w") as handle:
+    json.dump({"argv": sys.argv[1:], "cmdline": cmdline, "env": os.environ.get("LANEKIT_API_KEY")}, handle)
+"""
+
+
+def run_key_program(tmp_path, command, key=KEY, extra_env=None):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", REPORT=str(tmp_path / "report.json"),
+               PYTHONPATH=str(tmp_path), **(extra_env or {}))
+    if key is not None:
+        env["LANEKIT_API_KEY"] = key
+    entry, wrapped = _secrets.key_flag_wrap("--api-key", [], command)
+    argv = [sys.executable if entry == ["python3"] else entry[0], *wrapped]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    report = tmp_path / "report.json"
+    return proc, (json.loads(report.read_text()) if report.exists() else None)
+
+
+def console_script(tmp_path, name, interpreter, body=ENGINE):
+    path = tmp_path / name
+    path.write_text(f"#!{interpreter}\n{body}")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_key_reaches_a_console_script_in_process_and_no_process_argv_holds_it(tmp_path):
+    import sys
+    console_script(tmp_path, "fake-sglang", sys.executable)
+    proc, report = run_key_program(tmp_path, ["fake-sglang", "serve", "--tp", "8"])
+    assert proc.returncode == 0, proc.stderr
+    assert report["argv"] == ["serve", "--tp", "8", "--api-key", KEY]
+    assert KEY not in report["cmdline"], "the key is on the kernel's argv of the engine process"
+    assert report["env"] is None, "the carrier variable is left in the engine's environment"
+
+
+def test_the_key_reaches_python_dash_m_in_process(tmp_path):
+    (tmp_path / "fake_launch_server.py").write_text(ENGINE)
+    proc, report = run_key_program(tmp_path, ["python3", "-m", "fake_launch_server", "--port", "30000"])
+    assert proc.returncode == 0, proc.stderr
+    assert report["argv"] == ["--port", "30000", "--api-key", KEY]
+    assert KEY not in report["cmdline"]
+
+
+def test_a_script_of_another_python_is_rerun_under_it_once_with_the_key_still_off_argv(tmp_path):
+    import sys
+    shim = tmp_path / "python-shim"
+    shim.write_text(f'#!/bin/sh\necho shim >> "{tmp_path}/shim.log"\nexec {sys.executable} "$@"\n')
+    shim.chmod(0o755)
+    console_script(tmp_path, "fake-engine", str(shim))
+    proc, report = run_key_program(tmp_path, ["fake-engine", "serve"])
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "shim.log").read_text() == "shim\n", "the shim interpreter ran not exactly once"
+    assert report["argv"] == ["serve", "--api-key", KEY] and KEY not in report["cmdline"]
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda p: console_script(p, "fake-engine", "/bin/sh", "echo $0\n"), "runs under /bin/sh, not Python"),
+    (lambda p: None, "not on PATH"),
+])
+def test_a_program_that_cannot_take_the_key_in_process_stops_with_a_sentence_and_no_key(tmp_path, make, why):
+    make(tmp_path)
+    proc, report = run_key_program(tmp_path, ["fake-engine", "serve"])
+    assert proc.returncode != 0 and report is None
+    assert "lanekit: cannot hand the API key to 'fake-engine serve'" in proc.stderr and why in proc.stderr
+    assert KEY not in proc.stderr + proc.stdout
+
+
+def test_a_missing_carrier_stops_before_the_engine_runs(tmp_path):
+    import sys
+    console_script(tmp_path, "fake-engine", sys.executable)
+    proc, report = run_key_program(tmp_path, ["fake-engine", "serve"], key=None)
+    assert proc.returncode != 0 and report is None
+    assert "LANEKIT_API_KEY is not in the rank's environment" in proc.stderr
 
 
 def test_a_changed_secret_moves_every_spec_hash():
