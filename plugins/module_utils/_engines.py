@@ -104,10 +104,14 @@ class Engine:
     timeout_patches: Mapping[str, str] = field(default_factory=dict)
     extra: Mapping[str, object] = field(default_factory=dict)
     # The API key (lanekit_api_key): the flag the engine takes it with, and the environment variable
-    # it also reads it from ("" when it has none: the plan then hands the flag over through the
-    # secret env file and a /bin/sh indirection, so the key stays out of argv and plan.json).
+    # it also reads it from ("" when it has none: the plan then hands the flag over inside the
+    # engine's process, _secrets.key_flag_wrap, so the key stays out of argv and plan.json).
     api_key_flag: str = "--api-key"
     api_key_env: str = ""
+    # The flag that loads an ASGI middleware by import path, for an engine whose own key check
+    # leaves paths open (vLLM: only /v1, /v2, /inference, /cohere): with a key, every rank gets
+    # lanekit's KeyGuard (_keyguard.py) through it. "" when the engine guards every path itself.
+    key_guard_flag: str = ""
 
     def timeout(self, name: str) -> Timeout | None:
         return next((t for t in self.timeouts if t.name == name), None)
@@ -234,6 +238,9 @@ VLLM = Engine(
                "--data-parallel-rpc-port": "serve.rendezvous_port"}},
     # vLLM binds --api-key from VLLM_API_KEY when the flag is absent.
     api_key_env="VLLM_API_KEY",
+    # vLLM checks the key under /v1, /v2, /inference and /cohere only (0.32.0), not on /tokenize,
+    # /pooling, /score, /rerank or /invocations; --middleware adds the check everywhere else.
+    key_guard_flag="--middleware",
 )
 
 SGLANG = Engine(

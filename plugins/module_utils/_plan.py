@@ -16,7 +16,7 @@ import os
 import posixpath
 import re
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint, _plan_layout
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint, _plan_layout, _secrets
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, host_env, rank_container
@@ -417,6 +417,9 @@ def table(plan: dict) -> str:
 
 
 def _quote(arg: str) -> str:
+    if arg in (_secrets.KEY_ARGV_PROGRAM, _secrets.KEY_GUARD_PROGRAM):
+        # lanekit's fixed launcher programs (the key's handoff, the key guard): named, not printed.
+        return "<lanekit's key launcher, docs/security.md>"
     safe = all(c.isalnum() or c in "-_./:=,@+" for c in arg)
     return arg if safe and arg else "'" + arg.replace("'", "'\"'\"'") + "'"
 

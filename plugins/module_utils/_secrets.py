@@ -11,13 +11,14 @@ Messages here never include a secret's value.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _engines
+from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _keyguard
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import effective_env
 from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import PLAN_ENV
@@ -157,6 +158,37 @@ runpy.run_path(path, run_name="__main__")
 """
 
 
+# The program run by ``key_guard_wrap``: fixed text given to ``python3 -c``. It writes lanekit's
+# KeyGuard (_keyguard.py, carried in the program) to a private directory in the container, puts
+# that directory first on PYTHONPATH (kept for the API server processes vLLM spawns) and execs
+# the engine with ``<flag> lanekit_keyguard.KeyGuard``: no image rebuild, and the key itself
+# stays in the engine's environment (VLLM_API_KEY from the node's env file).
+KEY_GUARD_PROGRAM = r"""
+import os, sys, tempfile
+flag, args = sys.argv[1], sys.argv[2:]
+here = tempfile.mkdtemp(prefix="lanekit-keyguard-")
+with open(os.path.join(here, "lanekit_keyguard.py"), "w", encoding="utf-8") as handle:
+    handle.write(KEYGUARD_SOURCE)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p)
+try:
+    os.execvp(args[0], [*args, flag, "lanekit_keyguard.KeyGuard"])
+except (OSError, IndexError) as error:
+    sys.exit(f"lanekit: cannot start the engine {' '.join(args[:2])!r} behind the key guard: {error}")
+""".replace("KEYGUARD_SOURCE", repr(inspect.getsource(_keyguard)))
+
+
+def _launch_wrap(program: str, flag: str, entrypoint: list, command: list) -> tuple[list, list]:
+    wrapped = ["python3", "-c", program, flag, *command]
+    if entrypoint:
+        return list(entrypoint), wrapped
+    return wrapped[:1], wrapped[1:]
+
+
+def key_guard_wrap(flag: str, entrypoint: list, command: list) -> tuple[list, list]:
+    """(entrypoint, command) that start the engine behind lanekit's KeyGuard (``KEY_GUARD_PROGRAM``)."""
+    return _launch_wrap(KEY_GUARD_PROGRAM, flag, entrypoint, command)
+
+
 def key_flag_wrap(flag: str, entrypoint: list, command: list) -> tuple[list, list]:
     """(entrypoint, command) that hand the key to an engine taking it only as a flag.
 
@@ -166,10 +198,7 @@ def key_flag_wrap(flag: str, entrypoint: list, command: list) -> tuple[list, lis
     variable into the engine's in-process sys.argv, so neither the plan, ``docker inspect`` nor
     ``ps`` on the node holds it.
     """
-    wrapped = ["python3", "-c", KEY_ARGV_PROGRAM, flag, *command]
-    if entrypoint:
-        return list(entrypoint), wrapped
-    return wrapped[:1], wrapped[1:]
+    return _launch_wrap(KEY_ARGV_PROGRAM, flag, entrypoint, command)
 
 
 def env_file_path(lane: str) -> str:
@@ -203,10 +232,11 @@ def plan_secrets(lane: dict, secrets: Secrets) -> dict | None:
 
 
 def secret_spec(spec: dict, hashed: dict, engine: _engines.Engine, record: dict) -> None:
-    """Point one rank at the env file; a flag-only engine gets the key through ``key_flag_wrap``."""
+    """Point one rank at the env file. A flag-only engine gets the key through ``key_flag_wrap``; an
+    engine whose own check leaves paths open starts behind lanekit's KeyGuard (``key_guard_wrap``)."""
     spec["secret_env_file"] = record["env_file"]
     spec["secret_env_names"] = sorted(record["env_names"] + ([record["api_key_env"]] if record["api_key"] else []))
-    if record["api_key"] and not engine.api_key_env:
+    if record["api_key"] and (engine.key_guard_flag or not engine.api_key_env):
         entry = list(spec["entrypoint"])
         if not entry:
             prewrap, command = [], list(engine.program) + spec["command"]
@@ -214,7 +244,10 @@ def secret_spec(spec: dict, hashed: dict, engine: _engines.Engine, record: dict)
             prewrap, command = [], entry + spec["command"]
         else:  # an image entrypoint that sets up and ends in `exec "$@"` (NVIDIA's) stays in front
             prewrap, command = entry, spec["command"]
-        spec["entrypoint"], spec["command"] = key_flag_wrap(engine.api_key_flag, prewrap, command)
+        if engine.api_key_env:  # the engine reads the key itself; lanekit adds the paths it leaves open
+            spec["entrypoint"], spec["command"] = key_guard_wrap(engine.key_guard_flag, prewrap, command)
+        else:
+            spec["entrypoint"], spec["command"] = key_flag_wrap(engine.api_key_flag, prewrap, command)
         hashed.update(entrypoint=spec["entrypoint"], command=spec["command"])
     hashed["secrets"] = record["hash"]
 

@@ -80,11 +80,19 @@ def test_the_real_lane_deploys_and_serves_a_real_token_with_the_key():
     assert f"Lane {LANE} is ready: 2 ranks up" in text
     assert serving()
     plan = the_plan()
-    # The real engine: its own server, no stand-in header; the key is enforced on /v1 only.
+    # The real engine: its own server, no stand-in header; its own key check covers /v1 (and /v2,
+    # /inference, /cohere) only, and lanekit's KeyGuard (--middleware) every other path but
+    # /health and /metrics.
     status, headers, _body = http("/health")
     assert status == 200 and headers.get("server") == "uvicorn" and "X-Lanekit-Standin" not in headers
+    assert http("/metrics")[0] == 200
     assert http("/v1/models")[:3:2] == (401, '{"error":"Unauthorized"}')
     assert http("/v1/models", key="wrong-key")[0] == 401
+    for path in ("/tokenize", "/detokenize", "/pooling", "/score", "/rerank", "/invocations", "/version"):
+        assert http(path, body={})[:3:2] == (401, '{"error":"Unauthorized"}'), f"{path} answered without the key"
+        assert http(path, key="wrong-key", body={})[0] == 401, path
+    tokens = http("/tokenize", key=API_KEY, body={"model": "tiny", "prompt": "hello"})
+    assert tokens[0] == 200 and json.loads(tokens[2])["count"] >= 1, tokens
     status, _headers, body = http("/v1/models", key=API_KEY)
     assert status == 200 and json.loads(body)["data"][0]["id"] == plan["api"]["served_model_name"] == "tiny"
     status, headers, body = http("/v1/chat/completions", key=API_KEY, body={

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 
-from simlib import LANE, ROOT, docker, node_of, plan, run_playbook
+from simlib import LANE, ROOT, api_status, docker, node_of, plan, run_playbook
 
 KEY = "sk-lksim-8f3e1a9c5d7b2e60"
 SECRET = "lksim-secret-9b2c7e4a1f6d"
@@ -63,6 +63,10 @@ def test_a_lane_with_a_key_and_a_secret_env_keeps_them_secret(vllm_only, tmp_pat
         assert _models_status(node, lane_plan["api"]["port"], KEY) == 200
         assert _models_status(node, lane_plan["api"]["port"], None) == 401
         assert _models_status(node, lane_plan["api"]["port"], "sk-wrong") == 401
+        # vLLM's own check stops at /v1; lanekit's KeyGuard (--middleware) covers the rest.
+        for path in ("/tokenize", "/pooling", "/score", "/rerank", "/invocations"):
+            assert api_status(node, lane_plan["api"]["port"], None, path) == 401, f"{path} answered without the key"
+        assert api_status(node, lane_plan["api"]["port"], None, "/health") == 200
         for rank in lane_plan["ranks"]:
             info = json.loads(docker(node_of(rank["host"]), "inspect", rank["container_name"]).stdout)[0]
             argv = json.dumps([info["Args"], info["Config"]["Cmd"], info["Config"]["Entrypoint"], info["Path"]])

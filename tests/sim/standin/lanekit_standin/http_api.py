@@ -5,7 +5,10 @@ the header `X-Lanekit-Standin`.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import importlib
+import inspect
 import json
 import os
 import socket
@@ -256,16 +259,73 @@ def start(server: _Server) -> threading.Thread:
     return t
 
 
+def load_middlewares(names: list[str]) -> list:
+    """The classes named by vLLM's ``--middleware module.Class`` (imported as vLLM's register.py does).
+
+    Real vLLM also takes a coroutine function (``@app.middleware("http")`` style); that needs
+    starlette's Request, which the stand-in has not, so it is refused with a sentence.
+    """
+    loaded = []
+    for name in names or []:
+        module_path, _sep, object_name = name.rpartition(".")
+        imported = getattr(importlib.import_module(module_path), object_name)
+        if not inspect.isclass(imported):
+            raise ValueError(f"Invalid middleware {name}. The lanekit stand-in takes ASGI middleware classes only.")
+        loaded.append(imported)
+    return loaded
+
+
+def middleware_answer(state: ApiState, method: str, path: str, headers) -> tuple[int, bytes, str] | None:
+    """What the ``--middleware`` classes answer themselves, or None when they pass the request on.
+
+    Each class wraps the app as Starlette's ``add_middleware`` does; the request runs through them
+    as an ASGI call whose innermost app only notes that it was reached (the stand-in then serves
+    the request as usual).
+    """
+    if not getattr(state, "middlewares", None):
+        return None
+    seen: dict = {}
+
+    async def inner(scope, receive, send):
+        seen["passed"] = True
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            seen["status"], seen["headers"] = message["status"], message.get("headers") or []
+        elif message["type"] == "http.response.body":
+            seen["body"] = seen.get("body", b"") + message.get("body", b"")
+
+    app = inner
+    for cls in state.middlewares:
+        app = cls(app)
+    scope = {"type": "http", "method": method, "path": path, "root_path": "", "query_string": b"",
+             "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]}
+    asyncio.run(app(scope, receive, send))
+    if seen.get("passed"):
+        return None
+    ctype = next((v.decode("latin-1") for k, v in seen.get("headers", []) if k.lower() == b"content-type"), "")
+    return seen.get("status", 500), seen.get("body", b""), ctype
+
+
+# Real vLLM 0.32.0 checks its --api-key under these prefixes only
+# (vllm/entrypoints/serve/middleware/authenticate.py GUARDED_PREFIX).
+VLLM_GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")
+
+
 def refuses_key(state: ApiState, path: str, headers) -> bool:
     """True when the request lacks the server's --api-key (VLLM_API_KEY for vLLM).
 
-    Like the engines: vLLM checks only /v1 paths; SGLang every path but /health*, /metrics and /ping.
+    Like the engines: vLLM checks only the VLLM_GUARDED_PREFIX paths; SGLang every path but
+    /health*, /metrics and /ping.
     """
     key = getattr(state, "api_key", None)
     if not key:
         return False
     if state.engine == "vllm":
-        guarded = path.startswith("/v1")
+        guarded = path.startswith(VLLM_GUARDED_PREFIX)
     else:
         guarded = not (path.startswith("/health") or path in ("/metrics", "/ping"))
     return guarded and headers.get("Authorization") != f"Bearer {key}"
@@ -346,6 +406,9 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
         def do_GET(self):
             path = self.path.split("?", 1)[0]
+            answer = middleware_answer(state, self.command, path, self.headers)
+            if answer is not None:
+                return self._send(*answer)
             if refuses_key(state, path, self.headers):
                 return self._send(401, {"error": "Unauthorized"})
             if path in ("/health", "/ping", "/health_generate"):
@@ -386,6 +449,10 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
 
         def do_POST(self):
             path = self.path.split("?", 1)[0]
+            answer = middleware_answer(state, self.command, path, self.headers)
+            if answer is not None:
+                self._json_body()  # drain the body so the connection stays usable
+                return self._send(*answer)
             if refuses_key(state, path, self.headers):
                 self._json_body()  # drain the body so the connection stays usable
                 return self._send(401, {"error": "Unauthorized"})

@@ -18,7 +18,7 @@ from . import flags as F
 from .common import Fatal, emit, env_float, fmt_thousands, phase_seconds
 from .engine_base import RankBase, model_dir_problem, served_host
 from .group import BarrierTimeout, GroupAborted, RendezvousTimeout
-from .http_api import ApiState, bind, handler_for, make_server, start
+from .http_api import ApiState, bind, handler_for, load_middlewares, make_server, start
 from .memory import Device, claim, fmt2, vllm_budget
 from .weights import derived_max_len, fs_type, model_params
 
@@ -340,6 +340,8 @@ class VllmRank(RankBase):
             self.state.after_failure = self.after_request_failed
             # vLLM binds --api-key, else VLLM_API_KEY from its environment.
             self.state.api_key = (a.api_key[0] if a.api_key else None) or os.environ.get("VLLM_API_KEY") or None
+            # --middleware module.Class, imported and applied to every request as vLLM does.
+            self.state.middlewares = load_middlewares(a.middleware)
             host, port = served_host(a.host), a.port if a.port is not None else 8000
             self.http = make_server(host, port, handler_for(self.state))
             try:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _plan
+from ansible_collections.lanekit.serving.plugins.module_utils import _plan, _secrets
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import load_lane
 from tests.unit.helpers.plans import CPU_API_KEY, CPU_IPS, IMAGES, LANES, REPO, SGLANG, VLLM, cpu2_hosts, plan, plan_cpu
@@ -303,7 +303,11 @@ def test_the_cpu_lane_plans_each_ranks_exact_command_and_environment():
     r0, r1 = result["ranks"]
     group = ["--tensor-parallel-size", "2", "--nnodes", "2"]
     rendezvous = ["--master-addr", CPU_IPS[0], "--master-port", "29501"]
-    assert r0["entrypoint"] == ["vllm"] and r1["entrypoint"] == ["vllm"]
+    # The lane has a key: every rank starts behind lanekit's KeyGuard, then runs `vllm` as planned.
+    guard = ["-c", _secrets.KEY_GUARD_PROGRAM, "--middleware", "vllm"]
+    assert r0["entrypoint"] == ["python3"] and r1["entrypoint"] == ["python3"]
+    assert r0["command"][:4] == guard and r1["command"][:4] == guard
+    r0["command"], r1["command"] = r0["command"][4:], r1["command"][4:]
     assert r0["command"] == ["serve", CPU_MODEL, "--served-model-name", "tiny", "--host", "0.0.0.0", "--port", "8000",
                              *CPU_LANE_ARGS, *group, "--node-rank", "0", *rendezvous]
     assert r1["command"] == ["serve", CPU_MODEL, "--served-model-name", "tiny", *CPU_LANE_ARGS, *group,

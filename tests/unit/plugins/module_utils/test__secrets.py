@@ -44,12 +44,21 @@ def test_no_secret_value_is_in_the_plan(lane):
         assert "HF_TOKEN" in rank["secret_env_names"]
 
 
-def test_vllm_reads_the_key_from_its_environment():
+def test_vllm_reads_the_key_from_its_environment_and_starts_behind_the_key_guard():
     result = keyed(VLLM)
     head = result["ranks"][0]
     assert result["secrets"]["api_key_env"] == "VLLM_API_KEY"
-    assert "--api-key" not in head["command"] and head["entrypoint"] == ["vllm"]
-    assert "VLLM_API_KEY" in head["secret_env_names"]
+    assert "--api-key" not in head["command"] and "VLLM_API_KEY" in head["secret_env_names"]
+    # vLLM's own check leaves /tokenize, /pooling ... open: every rank starts behind KeyGuard.
+    assert head["entrypoint"] == ["python3"]
+    assert head["command"][:4] == ["-c", _secrets.KEY_GUARD_PROGRAM, "--middleware", "vllm"]
+    assert all(rank["command"][2] == "--middleware" for rank in result["ranks"])
+    assert KEY not in json.dumps(result)
+
+
+def test_vllm_without_a_key_starts_as_the_image_says():
+    base, _unused = plan(VLLM)
+    assert base["ranks"][0]["entrypoint"] == ["vllm"] and "--middleware" not in base["ranks"][0]["command"]
 
 
 def test_sglang_gets_the_flag_through_a_fixed_program_that_holds_no_value():
@@ -237,3 +246,28 @@ def test_the_secrets_hash_is_salted_by_lane_and_is_not_a_plain_digest():
     fast = {hashlib.sha256(data.encode()).hexdigest(), hashlib.sha256(("lanekit-secrets-v1\n" + data).encode()).hexdigest()}
     assert first not in fast  # a copy of plan.json does not allow fast offline guessing
     assert first == secrets.digest("lane-a", "VLLM_API_KEY")
+
+
+VLLM_LIKE = """import importlib, json, os, subprocess, sys
+module, name = sys.argv[sys.argv.index("--middleware") + 1].rsplit(".", 1)
+guard = getattr(importlib.import_module(module), name)  # as vLLM's register.py loads it
+child = subprocess.run([sys.executable, "-c", "import lanekit_keyguard"], check=False).returncode
+with open(os.environ["REPORT"], "w") as handle:
+    json.dump({"argv": sys.argv[1:], "guard": guard.__name__, "child_imports": child == 0}, handle)
+"""
+
+
+def test_the_key_guard_launcher_gives_vllm_an_importable_middleware_its_children_can_import_too(tmp_path):
+    import os
+    import subprocess
+    import sys
+    console_script(tmp_path, "vllm", sys.executable, VLLM_LIKE)
+    entry, wrapped = _secrets.key_guard_wrap("--middleware", [], ["vllm", "serve", "/models/x", "--port", "8000"])
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", REPORT=str(tmp_path / "report.json"),
+               VLLM_API_KEY=KEY)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([sys.executable, *wrapped], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert entry == ["python3"] and proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["argv"] == ["serve", "/models/x", "--port", "8000", "--middleware", "lanekit_keyguard.KeyGuard"]
+    assert report["guard"] == "KeyGuard" and report["child_imports"], "a spawned API server could not load it"
