@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, fsync_dir, read_bytes
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, fsync_dir, read_bytes, unlink_inside
 from ansible_collections.lanekit.serving.plugins.module_utils._manifest import (
     JOURNAL_NAME,
     MANIFEST_NAME,
@@ -354,10 +354,9 @@ class Stager:
 
         pruned = []
         for rel in prunable:
-            # extras come from a walk that does not follow links: their parents are real directories
-            p = self._dest_path(rel)
-            if os.path.islink(p) or os.path.isfile(p):
-                os.unlink(p)
+            # through directory fds from the destination down: a parent swapped for a link since the
+            # walk cannot send the deletion elsewhere
+            if unlink_inside(self.dest, rel, links_too=True):
                 pruned.append(rel)
         changed = changed or bool(pruned)
 
