@@ -30,7 +30,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, fsync_dir, read_bytes, unlink_inside
+from ansible_collections.lanekit.serving.plugins.module_utils._files import (
+    atomic_write,
+    fsync_dir,
+    read_bytes,
+    unlink_inside,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._manifest import (
     JOURNAL_NAME,
     MANIFEST_NAME,

@@ -304,7 +304,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, run_docker_module
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._image_build import BuildPlan, build_argv, build_root, decide
+from ansible_collections.lanekit.serving.plugins.module_utils._image_build import (
+    BuildPlan,
+    build_argv,
+    build_root,
+    decide,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (
     load_image_spec,
     lock_entry,
