@@ -299,11 +299,14 @@ class HubSource:
 
     def __init__(self, repo_id: str, revision: str, endpoint: str | None = None, token: str | None = None,
                  allow_patterns: list[str] | None = None, ignore_patterns: list[str] | None = None,
-                 disable_xet: bool = False, etag_timeout: float | None = None) -> None:
+                 disable_xet: bool = False, etag_timeout: float | None = None, use_host_token: bool = False) -> None:
         self.repo_id = repo_id
         self.revision = revision
-        self.endpoint = check_endpoint(endpoint, bool(token))
-        self.token = token or None
+        # What the Hub client is told to send: the given token, the staging host's own saved one
+        # (True, only when asked), or none at all (False). None would let the client pick up
+        # HF_TOKEN or HF_HOME/token by itself and send it to whatever endpoint is in use.
+        self.token: str | bool = token or bool(use_host_token)
+        self.endpoint = check_endpoint(endpoint, self.token is not False)
         self.allow_patterns = allow_patterns
         self.ignore_patterns = ignore_patterns
         self.disable_xet = disable_xet
@@ -318,7 +321,7 @@ class HubSource:
     def _import(self) -> Any:
         if self._hf is None:
             # before the first request, so a bad revision is still reported first
-            check_endpoint(self.endpoint, bool(self.token), env_too=True)
+            check_endpoint(self.endpoint, self.token is not False, env_too=True)
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
             if self.endpoint:
@@ -329,6 +332,10 @@ class HubSource:
             from huggingface_hub import constants as hf_constants
             if self.disable_xet:
                 hf_constants.HF_HUB_DISABLE_XET = True
+            if self.token is True and not huggingface_hub.get_token():
+                raise LanekitError(
+                    "use_host_token is set but the staging host has no Hub token (no HF_TOKEN, no token saved in "
+                    "HF_HOME); log in there (hf auth login) or give the token (weights_hf_token).")
             self._hf = huggingface_hub
             self.library_version = getattr(huggingface_hub, "__version__", None)
         return self._hf
