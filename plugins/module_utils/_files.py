@@ -6,10 +6,14 @@
 A reader (a node, a person, a later run) sees either the old file or the new one under its
 final name, never a half-written one: write a temporary name in the same directory, fsync,
 rename, fsync the directory. A write that fails leaves the old file (if any) and no temporary.
+
+And the deletions inside a directory other users may write (a model directory on an export):
+through directory fds opened ``O_NOFOLLOW`` one component at a time, never through a path.
 """
 from __future__ import annotations
 
 import os
+import stat as statmod
 
 
 def fsync_dir(path: str) -> None:
@@ -65,3 +69,74 @@ def read_bytes(path: str) -> bytes | None:
             return fh.read()
     except FileNotFoundError:
         return None
+
+
+# Directory fds opened one component at a time, never through a link: a deletion inside a tree
+# another user can write lands inside it however they rename or re-link its parts meanwhile.
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_dir_inside(root: str, parts: list[str]) -> int:
+    """A directory fd of ``root/<parts...>``, each part opened ``O_NOFOLLOW`` relative to the one
+    before (``root`` itself too). Raises OSError (ELOOP/ENOTDIR) when a part is a link or no
+    directory. The caller closes the fd."""
+    fd = os.open(root, DIR_FLAGS)
+    try:
+        for part in parts:
+            if part in ("", ".", "..") or "\x00" in part:
+                raise OSError(f"{part!r} is not a name inside {root}")
+            child = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def unlink_inside(root: str, rel: str, dry_run: bool = False, links_too: bool = False) -> bool:
+    """Remove the regular file ``root/rel`` through directory fds (no link followed on the way,
+    the file itself judged with lstat); True when it was a regular file (and is now removed).
+    ``links_too``: a symlink there is removed as well (the link, never what it points to)."""
+    parts = rel.split("/")
+    try:
+        fd = open_dir_inside(root, parts[:-1])
+    except OSError:
+        return False
+    try:
+        st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        if not (statmod.S_ISREG(st.st_mode) or (links_too and statmod.S_ISLNK(st.st_mode))):
+            return False
+        if not dry_run:
+            os.unlink(parts[-1], dir_fd=fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _rmtree_fd(parent_fd: int, name: str) -> None:
+    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        with os.scandir(fd) as entries:
+            children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        for child, is_dir in children:
+            if is_dir:
+                _rmtree_fd(fd, child)
+            else:
+                os.unlink(child, dir_fd=fd)  # a link is removed, never followed
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+def rmtree_inside(root: str, rel: str) -> None:
+    """Remove the directory ``root/rel`` and everything in it through directory fds: a link met
+    anywhere is unlinked, not followed, and a part swapped for a link raises OSError."""
+    parts = rel.split("/")
+    fd = open_dir_inside(root, parts[:-1])
+    try:
+        _rmtree_fd(fd, parts[-1])
+    finally:
+        os.close(fd)

@@ -49,10 +49,23 @@ def decide_action(ref: str, content_hash: str, host: str, pin_before: dict, rebu
     return "keep", f"{ref} is present on {host} with content hash {content_hash[:12]}", ""
 
 
+def build_root(params: dict, resolved: dict) -> str:
+    """The directory the build contexts are made in: ``build_dir``, else ``<images_dir>/.build/<name>``."""
+    return params["build_dir"] or os.path.join(params["images_dir"], ".build", resolved["name"])
+
+
 def context_dir(params: dict, resolved: dict) -> str:
-    """The build context directory: one per content hash under ``build_dir``."""
-    build_dir = params["build_dir"] or os.path.join(params["images_dir"], ".build", resolved["name"])
-    return os.path.join(build_dir, resolved["content_hash"][:12])
+    """The build context directory as planned (shown in check mode): one per content hash under ``build_dir``.
+
+    The module builds in a fresh ``mkdtemp`` directory under the checked build root instead (``build_argv``
+    with that directory), so no path another user could have prepared is ever built from.
+    """
+    return os.path.join(build_root(params, resolved), resolved["content_hash"][:12])
+
+
+def build_argv(ref: str, context: str) -> tuple:
+    """``docker build`` arguments for ``ref`` from the context directory ``context``."""
+    return ("build", "--tag", ref, "--file", os.path.join(context, "Dockerfile"), context)
 
 
 def push_names(registry: str, resolved: dict) -> tuple[str, str]:
@@ -70,5 +83,5 @@ def decide(params: dict, resolved: dict, pin_before: dict, host: str) -> BuildPl
     context = context_dir(params, resolved)
     repository, target = push_names(params["registry"], resolved)
     return BuildPlan(action=action, reason=reason, warning=warning, context=context,
-                     build_args=("build", "--tag", resolved["ref"], "--file", os.path.join(context, "Dockerfile"), context),
+                     build_args=build_argv(resolved["ref"], context),
                      push_repository=repository, push_target=target)

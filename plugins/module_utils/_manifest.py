@@ -142,7 +142,11 @@ def parse_sums(text: str) -> dict[str, str]:
 
 
 def load_manifest(path: str) -> dict[str, Any] | None:
-    """Return the manifest at ``path``, None if absent; raise LanekitError if unreadable."""
+    """Return the manifest at ``path``, None if absent; raise LanekitError if unreadable.
+
+    The one loader of every manifest version (``lanekit.weights.manifest/1``, the flat
+    pre-revision one, a local source's): each listed path is checked with ``check_relpath``.
+    """
     try:
         with open(path, "rb") as fh:
             doc = json.loads(fh.read().decode("utf-8"))
@@ -152,10 +156,23 @@ def load_manifest(path: str) -> dict[str, Any] | None:
         raise LanekitError(f"{path} cannot be read as JSON ({exc}); remove it and stage again.") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
         raise LanekitError(f"{path} is not a lanekit manifest (no 'files' list); remove it and stage again.")
-    for f in doc["files"]:
+    for index, f in enumerate(doc["files"]):
         if not isinstance(f, dict) or "path" not in f or "size" not in f:
             raise LanekitError(f"{path} has a file entry without path and size: {f!r}.")
+        _check_listed_path(path, index, f["path"])
     return doc
+
+
+def _check_listed_path(manifest: str, index: int, rel: Any) -> None:
+    """A manifest's file names are used to link, prune and delete as root: every version of the
+    manifest (the flat pre-revision one too) must name files inside its own directory."""
+    try:
+        check_relpath(rel)
+    except LanekitError:
+        raise LanekitError(
+            f"The manifest {manifest} lists files[{index}].path {rel!r}, which is not a plain relative path inside "
+            f"its directory ('..', an absolute path, an empty or NUL part, or a name lanekit keeps); nothing "
+            f"is linked or deleted by it: remove that manifest (or the entry) and stage again.") from None
 
 
 def manifest_index(manifest: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -84,16 +84,23 @@ def _advise_sequential(fd: int) -> None:
         pass
 
 
-def copy_and_hash(src: str, dst: str, block_size: int = 16 * MIB, want_git_sha1: bool = False,
+def _open_source(src: str | int) -> int:
+    """An fd to read: ``src`` itself when the source opened it already (a local source opens its
+    files component by component and checks them, ``LocalSource.open_fd``; the fd is ours to
+    close), else the path, not followed if it became a link."""
+    return src if isinstance(src, int) else os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+
+
+def copy_and_hash(src: str | int, dst: str, block_size: int = 16 * MIB, want_git_sha1: bool = False,
                   sync: bool = True, release: bool = True, abort: threading.Event | None = None) -> Digest:
-    """Copy ``src`` to the new file ``dst`` (O_EXCL), hashing the bytes as they are written.
+    """Copy ``src`` (a path, or an open fd this call closes) to the new file ``dst`` (O_EXCL),
+    hashing the bytes as they are written.
 
     ``dst`` is fsynced before returning. With ``release`` the written (and read) pages of these
     two files are released from the page cache as the copy goes, so staging does not flood the
     staging host's memory.
     """
-    # The sources hand over resolved paths: a link that appears there afterwards is not followed.
-    fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    fin = _open_source(src)
     st = os.fstat(fin)
     try:
         fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -140,10 +147,11 @@ def copy_and_hash(src: str, dst: str, block_size: int = 16 * MIB, want_git_sha1:
     return Digest(h.hexdigest(), h1.hexdigest() if h1 is not None else None, total)
 
 
-def hash_file(path: str, block_size: int = 16 * MIB, want_git_sha1: bool = False,
+def hash_file(path: str | int, block_size: int = 16 * MIB, want_git_sha1: bool = False,
               release: bool = False, abort: threading.Event | None = None) -> Digest:
-    """sha256 (and git blob sha1) of a file, read in large sequential blocks."""
-    fd = os.open(path, os.O_RDONLY)
+    """sha256 (and git blob sha1) of a file (a path, or an open fd this call closes), read in large
+    sequential blocks."""
+    fd = path if isinstance(path, int) else os.open(path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
         _advise_sequential(fd)

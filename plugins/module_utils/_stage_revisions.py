@@ -27,13 +27,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat as statmod
 import uuid
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, fsync_dir, read_bytes
+from ansible_collections.lanekit.serving.plugins.module_utils._files import (
+    atomic_write,
+    fsync_dir,
+    open_dir_inside,
+    read_bytes,
+    rmtree_inside,
+    unlink_inside,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._manifest import (
     JOURNAL_NAME,
     MANIFEST_NAME,
@@ -141,8 +147,26 @@ def switch_current(model_dir: str, key: str, check_mode: bool = False) -> str | 
 
 
 def _legacy_manifest(model_dir: str) -> dict[str, Any] | None:
+    """The flat (pre-revision) manifest, through the one loader that refuses paths outside ``D``;
+    a MANIFEST.json that is a link is not lanekit's and is not read."""
     path = os.path.join(model_dir, MANIFEST_NAME)
-    return load_manifest(path) if os.path.isfile(path) else None
+    return load_manifest(path) if os.path.isfile(path) and not os.path.islink(path) else None
+
+
+def _regular_inside(model_dir: str, rel: str) -> bool:
+    """``model_dir/rel`` is a regular file reached without following any link."""
+    return unlink_inside(model_dir, rel, dry_run=True)
+
+
+def _link_from_inside(model_dir: str, rel: str, target: str) -> None:
+    """Hard-link ``model_dir/rel`` to ``target``, reaching the source through directory fds
+    (O_NOFOLLOW at every level), so a part swapped for a link cannot bring in a file from elsewhere."""
+    parts = rel.split("/")
+    fd = open_dir_inside(model_dir, parts[:-1])
+    try:
+        os.link(parts[-1], target, src_dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
 
 
 def migrate_legacy(model_dir: str, key: str, revision: Any, check_mode: bool = False) -> list[str]:
@@ -160,8 +184,7 @@ def migrate_legacy(model_dir: str, key: str, revision: Any, check_mode: bool = F
     if os.path.exists(os.path.join(rev_dir, MANIFEST_NAME)):
         return []
     files = [f["path"] for f in manifest.get("files", []) if isinstance(f.get("path"), str)]
-    present = [rel for rel in files if os.path.isfile(os.path.join(model_dir, *rel.split("/")))
-               and not os.path.islink(os.path.join(model_dir, *rel.split("/")))]
+    present = [rel for rel in files if _regular_inside(model_dir, rel)]
     if check_mode or not present:
         return present
     linked = []
@@ -170,9 +193,11 @@ def migrate_legacy(model_dir: str, key: str, revision: Any, check_mode: bool = F
         parent = os.path.dirname(target)
         os.makedirs(parent, mode=0o755, exist_ok=True)
         try:
-            os.link(os.path.join(model_dir, *rel.split("/")), target)
+            _link_from_inside(model_dir, rel, target)
         except FileExistsError:
             continue  # a killed migration linked it already (or the stage wrote it)
+        except OSError:
+            continue  # a part became a link or vanished since the check: not linked, staged afresh
         linked.append(rel)
     journal = read_bytes(os.path.join(model_dir, STATE_DIR, JOURNAL_NAME))
     state = os.path.join(rev_dir, STATE_DIR)
@@ -192,6 +217,9 @@ def collect_garbage(model_dir: str, keep: set[str], in_use: list[str] | None,
     """
     if in_use is None:
         return [], []
+    # Every deletion below goes through directory fds opened O_NOFOLLOW from the model directory
+    # down (_files.unlink_inside / rmtree_inside): whoever can write D (the export) cannot turn a
+    # rename or a planted link into a deletion elsewhere.
     used = {os.path.normpath(p) for p in in_use}
     removed: list[str] = []
     revisions = os.path.join(model_dir, REVISIONS_DIR)
@@ -205,7 +233,7 @@ def collect_garbage(model_dir: str, keep: set[str], in_use: list[str] | None,
             if os.path.lexists(os.path.join(path, STATE_DIR, "lock")):
                 continue  # being staged right now (another lane of the same model directory)
             if not check_mode:
-                shutil.rmtree(path)
+                rmtree_inside(model_dir, f"{REVISIONS_DIR}/{key}")
             removed.append(key)
     legacy: list[str] = []
     manifest = _legacy_manifest(model_dir)
@@ -214,18 +242,13 @@ def collect_garbage(model_dir: str, keep: set[str], in_use: list[str] | None,
             rel = f.get("path")
             if not isinstance(rel, str) or rel.split("/")[0] in (REVISIONS_DIR, CURRENT_LINK, STATE_DIR):
                 continue
-            path = os.path.join(model_dir, *rel.split("/"))
-            if os.path.isfile(path) and not os.path.islink(path):
-                if not check_mode:
-                    os.unlink(path)  # one name of a hard link: the revision directory keeps the data
+            # one name of a hard link: the revision directory keeps the data
+            if unlink_inside(model_dir, rel, dry_run=check_mode):
                 legacy.append(rel)
         if not check_mode:
             for name in (MANIFEST_NAME, SUMS_NAME):
-                try:
-                    os.unlink(os.path.join(model_dir, name))
-                except FileNotFoundError:
-                    pass
+                unlink_inside(model_dir, name)
             state = os.path.join(model_dir, STATE_DIR)
             if os.path.isdir(state) and not os.path.islink(state):
-                shutil.rmtree(state)
+                rmtree_inside(model_dir, STATE_DIR)
     return removed, legacy

@@ -4,8 +4,8 @@
 """Where staged weights come from: a local directory or a Hugging Face Hub repository.
 
 A source lists the checkpoint's files (``list_files`` -> ``FileSpec`` with the digests it vouches
-for) and hands the stager a readable path for one file (``open_path``). The stager in
-``_staging.py`` does the rest.
+for) and hands the stager one file to read (``open_path``: a path, or for a local source an fd opened
+component by component and checked against the walk). The stager in ``_staging.py`` does the rest.
 
 Stdlib only, except ``HubSource``, which imports huggingface_hub lazily (the module guards it
 with ``missing_required_lib``).
@@ -52,8 +52,9 @@ class Source(Protocol):
 
     def list_files(self) -> list[FileSpec]: ...
 
-    def open_path(self, spec: FileSpec, scratch: str, attempt: int) -> tuple[str, bool]:
-        """A readable path for ``spec`` and whether the stager owns it (may move or delete it)."""
+    def open_path(self, spec: FileSpec, scratch: str, attempt: int) -> tuple[str | int, bool]:
+        """A readable path (or an fd already open and checked, which the reader closes) for
+        ``spec``, and whether the stager owns the file (may move or delete it)."""
 
 
 def filter_paths(paths: Iterable[str], allow_patterns: str | list[str] | None = None,
@@ -104,6 +105,9 @@ class LocalSource:
         self.allow_patterns = allow_patterns
         self.ignore_patterns = ignore_patterns
         self.real: dict[str, str] = {}
+        # What the walk saw: (st_dev, st_ino) of every file listed and of every allowed root.
+        self.seen: dict[str, tuple[int, int]] = {}
+        self.roots: dict[str, tuple[int, int]] = {}
         self.declared_revision: str | None = None
 
     def describe(self) -> dict[str, Any]:
@@ -136,6 +140,9 @@ class LocalSource:
         dangling: list[str] = []
         unsafe: list[tuple[str, str]] = []
         allowed = self.allowed_roots()
+        for root_path in allowed:
+            rst = os.stat(root_path)
+            self.roots[root_path] = (rst.st_dev, rst.st_ino)
         seen_dirs: set[tuple[int, int]] = set()
         for root, dirs, files in os.walk(self.path, followlinks=True):
             try:
@@ -175,6 +182,7 @@ class LocalSource:
                 if not statmod.S_ISREG(st.st_mode):
                     continue
                 found[rel] = (real, st.st_size)
+                self.seen[rel] = (st.st_dev, st.st_ino)
             # a directory symlink that dangles shows up in dirs; report it as well
             for d in list(dirs):
                 if not os.path.exists(os.path.join(root, d)):
@@ -231,8 +239,57 @@ class LocalSource:
                 out[f["path"]] = {"sha256": f.get("sha256"), "size": f.get("size")}
         return out
 
-    def open_path(self, spec: FileSpec, scratch: str, attempt: int) -> tuple[str, bool]:
-        return self.real[spec.path], False
+    def open_path(self, spec: FileSpec, scratch: str, attempt: int) -> tuple[str | int, bool]:
+        return self.open_fd(spec.path), False
+
+    def open_fd(self, rel: str) -> int:
+        """An fd of the file the walk listed as ``rel``, opened as the walk saw it, or a sentence.
+
+        The source's owner may change it between the walk and the copy (which runs as root): a
+        directory swapped for a link to ``/etc`` would hand over ``/etc/shadow``. So the file is
+        opened from a directory fd of its allowed root, one component at a time with
+        ``O_NOFOLLOW``, and the root and the file must still be the device and inode the walk saw.
+        """
+        real = self.real[rel]
+        root = next(r for r in self.roots if _inside(real, [r]))
+        parts = [p for p in os.path.relpath(real, root).split(os.sep) if p not in ("", ".")]
+        where = os.path.join(self.path, rel)
+        fd = None
+        current = root
+        try:
+            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+            rst = os.fstat(fd)
+            if (rst.st_dev, rst.st_ino) != self.roots[root]:
+                raise _Swapped(f"{root} is another directory than the one walked")
+            for index, part in enumerate(parts):
+                current = os.path.join(current, part)
+                last = index == len(parts) - 1
+                flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0) | (
+                    os.O_NONBLOCK if last else os.O_DIRECTORY)
+                try:
+                    child = os.open(part, flags, dir_fd=fd)
+                except OSError as exc:
+                    raise _Swapped(f"{current} is now a symlink or gone ({exc.strerror})") from None
+                os.close(fd)
+                fd = child
+            st = os.fstat(fd)
+            if not statmod.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != self.seen[rel]:
+                raise _Swapped(f"{current} is another file than the one walked")
+        except _Swapped as why:
+            if fd is not None:
+                os.close(fd)
+            raise LanekitError(
+                f"The weights source file {where} changed after the source was listed ({why}), so nothing of it "
+                f"was copied; stop changing {self.path} while it is staged and stage again.") from None
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            raise
+        return fd
+
+
+class _Swapped(Exception):
+    """A component of a local source file is not what the walk saw (LocalSource.open_fd)."""
 
 
 class HubSource:
@@ -242,11 +299,14 @@ class HubSource:
 
     def __init__(self, repo_id: str, revision: str, endpoint: str | None = None, token: str | None = None,
                  allow_patterns: list[str] | None = None, ignore_patterns: list[str] | None = None,
-                 disable_xet: bool = False, etag_timeout: float | None = None) -> None:
+                 disable_xet: bool = False, etag_timeout: float | None = None, use_host_token: bool = False) -> None:
         self.repo_id = repo_id
         self.revision = revision
-        self.endpoint = check_endpoint(endpoint, bool(token))
-        self.token = token or None
+        # What the Hub client is told to send: the given token, the staging host's own saved one
+        # (True, only when asked), or none at all (False). None would let the client pick up
+        # HF_TOKEN or HF_HOME/token by itself and send it to whatever endpoint is in use.
+        self.token: str | bool = token or bool(use_host_token)
+        self.endpoint = check_endpoint(endpoint, self.token is not False)
         self.allow_patterns = allow_patterns
         self.ignore_patterns = ignore_patterns
         self.disable_xet = disable_xet
@@ -261,7 +321,7 @@ class HubSource:
     def _import(self) -> Any:
         if self._hf is None:
             # before the first request, so a bad revision is still reported first
-            check_endpoint(self.endpoint, bool(self.token), env_too=True)
+            check_endpoint(self.endpoint, self.token is not False, env_too=True)
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
             if self.endpoint:
@@ -272,6 +332,10 @@ class HubSource:
             from huggingface_hub import constants as hf_constants
             if self.disable_xet:
                 hf_constants.HF_HUB_DISABLE_XET = True
+            if self.token is True and not huggingface_hub.get_token():
+                raise LanekitError(
+                    "use_host_token is set but the staging host has no Hub token (no HF_TOKEN, no token saved in "
+                    "HF_HOME); log in there (hf auth login) or give the token (weights_hf_token).")
             self._hf = huggingface_hub
             self.library_version = getattr(huggingface_hub, "__version__", None)
         return self._hf

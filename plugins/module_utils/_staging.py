@@ -30,7 +30,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, fsync_dir, read_bytes
+from ansible_collections.lanekit.serving.plugins.module_utils._files import (
+    atomic_write,
+    fsync_dir,
+    read_bytes,
+    unlink_inside,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._manifest import (
     JOURNAL_NAME,
     MANIFEST_NAME,
@@ -354,10 +359,9 @@ class Stager:
 
         pruned = []
         for rel in prunable:
-            # extras come from a walk that does not follow links: their parents are real directories
-            p = self._dest_path(rel)
-            if os.path.islink(p) or os.path.isfile(p):
-                os.unlink(p)
+            # through directory fds from the destination down: a parent swapped for a link since the
+            # walk cannot send the deletion elsewhere
+            if unlink_inside(self.dest, rel, links_too=True):
                 pruned.append(rel)
         changed = changed or bool(pruned)
 
@@ -462,7 +466,7 @@ class Stager:
         exp = plan.expected_sha256
         if exp is None and self.source.kind == "local":
             # nothing vouches for either side: the source is the truth
-            exp = hash_file(self.source.real[plan.spec.path], self.block_size, abort=self.abort).sha256
+            exp = hash_file(self.source.open_fd(plan.spec.path), self.block_size, abort=self.abort).sha256
         ok = d.size == plan.spec.size
         if want1:
             ok = ok and d.git_sha1 == plan.spec.git_sha1
@@ -504,11 +508,12 @@ class Stager:
 
     def _fetch_attempt(self, plan: FilePlan, scratch: str, attempt: int, digests: dict[str, str]) -> None:
         spec = plan.spec
-        src, owned = self.source.open_path(spec, scratch, attempt)
         want1 = spec.git_sha1 is not None and spec.sha256 is None
         final = self._dest_path(spec.path)
         self._real_dirs(os.path.dirname(spec.path), create=True)
         tmp = os.path.join(self.tmp_dir, f"{spec.path.replace('/', '%')}.{uuid.uuid4().hex[:8]}.part")
+        # a local source hands over an fd it opened and checked; copy_and_hash closes it
+        src, owned = self.source.open_path(spec, scratch, attempt)
         same_fs = owned and same_device(src, self.tmp_dir)
         try:
             if same_fs:

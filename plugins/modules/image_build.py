@@ -285,6 +285,7 @@ lock_status:
   type: str
 """
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -303,7 +304,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, run_docker_module
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._image_build import BuildPlan, decide
+from ansible_collections.lanekit.serving.plugins.module_utils._image_build import (
+    BuildPlan,
+    build_argv,
+    build_root,
+    decide,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (
     load_image_spec,
     lock_entry,
@@ -433,11 +439,15 @@ class ImageBuilder(DockerManager):
                 f"putting one in the image_builder group (the default is the head node). Nothing was built."
             )
 
-    def _write_context(self, resolved: dict, context: str) -> None:
-        private_dir(os.path.dirname(context), "build context directory (build_dir)")
-        if os.path.isdir(context):
-            shutil.rmtree(context)
-        os.makedirs(context, mode=0o755)
+    def _write_context(self, resolved: dict) -> str:
+        """Render the build context into a fresh directory under the checked build root; return it.
+
+        The root is checked component by component (no planted link is followed, nothing found is
+        chmod-ed) and the context is a new ``mkdtemp`` directory in it, so the path docker builds
+        from is one this run made and nobody else can write or re-point.
+        """
+        root = private_dir(build_root(self.params, resolved), "build context directory (build_dir)")
+        context = tempfile.mkdtemp(prefix=resolved["content_hash"][:12] + "-", dir=root)
         spec = resolved["spec"]
         for patch in spec["patches"]:
             rel = os.path.relpath(patch["path"], spec["spec_dir"])
@@ -446,6 +456,7 @@ class ImageBuilder(DockerManager):
             shutil.copy2(patch["path"], target)
         with open(os.path.join(context, "Dockerfile"), "w", encoding="utf-8") as handle:
             handle.write(resolved["dockerfile"])
+        return context
 
     def _build(self, resolved: dict, plan: BuildPlan) -> None:
         rc, out, err = self.docker.run(list(plan.build_args), check=False)
@@ -524,9 +535,13 @@ class ImageBuilder(DockerManager):
                 self.actions.append(f"would build {ref} because {reason}")
                 result.update(changed=True, built=True)
             else:
-                self._write_context(resolved, plan.context)
-                self._build(resolved, plan)
-                shutil.rmtree(plan.context, ignore_errors=True)
+                context = self._write_context(resolved)
+                try:
+                    built = dataclasses.replace(plan, context=context, build_args=build_argv(ref, context))
+                    result["command"] = self.docker.argv(list(built.build_args))
+                    self._build(resolved, built)
+                finally:
+                    shutil.rmtree(context, ignore_errors=True)
                 result["built"] = True
                 self.actions.append(f"built {ref} because {reason}")
         return action

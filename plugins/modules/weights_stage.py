@@ -94,8 +94,18 @@ options:
     type: str
   token:
     description:
-      - Hub access token. Defaults to the token the Hub client finds on the staging host.
+      - Hub access token, sent only to O(endpoint) (or the public Hub), and never over plain C(http://)
+        other than to this machine's loopback.
+      - Without it no token is sent at all, unless O(use_host_token) asks for the staging host's own.
     type: str
+  use_host_token:
+    description:
+      - When O(token) is not given, send the token the Hub client finds on the staging host
+        (E(HF_TOKEN), or the one C(hf auth login) saved under E(HF_HOME)).
+      - Off by default, so a token saved on the host never reaches a mirror the lane names. The plain
+        C(http://) and E(HF_ENDPOINT) refusals apply to it as to O(token).
+    type: bool
+    default: false
   allow_patterns:
     description:
       - Only files matching at least one of these fnmatch globs are staged (same meaning as in
@@ -378,6 +388,7 @@ def argument_spec() -> dict[str, Any]:
         local_path=dict(type="path"),
         endpoint=dict(type="str"),
         token=dict(type="str", no_log=True),
+        use_host_token=dict(type="bool", default=False),
         allow_patterns=dict(type="list", elements="str"),
         ignore_patterns=dict(type="list", elements="str"),
         verify=dict(type="str", default="quick", choices=["quick", "full"]),
@@ -435,7 +446,7 @@ def build_stager(p: dict[str, Any], check_mode: bool, warn: Callable[[str], None
     if p["source"] == "hf":
         source = HubSource(p["repo_id"], p["revision"], endpoint=p["endpoint"], token=p["token"],
                            allow_patterns=p["allow_patterns"], ignore_patterns=p["ignore_patterns"],
-                           disable_xet=p["disable_xet"])
+                           disable_xet=p["disable_xet"], use_host_token=p["use_host_token"])
     else:
         source = LocalSource(p["local_path"], allow_patterns=p["allow_patterns"],
                              ignore_patterns=p["ignore_patterns"])

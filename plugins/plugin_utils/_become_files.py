@@ -37,7 +37,13 @@ def fetch(action: Any, task_vars: Mapping[str, Any], remote: str, local: str) ->
     out = _module(action, "ansible.builtin.slurp", {"src": remote}, task_vars, f"reading {remote}")
     data = base64.b64decode(out.get("content") or "")
     tmp = f"{local}.partial"
-    with open(tmp, "wb") as handle:
+    try:
+        os.unlink(tmp)  # a leftover of a killed copy (or a planted link): never written through
+    except FileNotFoundError:
+        pass
+    # 0600 from the first byte: a node's logs and inspect may carry secrets the redaction missed.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     os.replace(tmp, local)
 

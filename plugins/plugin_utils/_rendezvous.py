@@ -67,7 +67,8 @@ class Rendezvous:
         for name in entries:
             path = os.path.join(base, name)
             try:
-                if now - os.path.getmtime(path) > max_age_s:
+                # lstat: an entry is judged (and rmtree refuses a link) as it is, never through a link.
+                if now - os.lstat(path).st_mtime > max_age_s:
                     shutil.rmtree(path, ignore_errors=True)
             except OSError:
                 continue

@@ -138,3 +138,19 @@ def test_journal_appends_never_follow_a_planted_link(tmp_path):
     with pytest.raises(OSError):
         journal.record("a", 1, "0" * 64, os.stat(victim), None)
     assert victim.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("doc", [
+    {"files": [{"path": "../../../etc/x", "size": 1}]},  # the flat, pre-revision manifest
+    {"schema": "lanekit.weights.manifest/1", "files": [{"path": "a", "size": 1}, {"path": "/etc/x", "size": 1}]},
+    {"schema": "lanekit.weights.manifest/1", "files": [{"path": "a//b", "size": 1}]},
+    {"files": [{"path": "a/\u0000b", "size": 1}]},
+    {"files": [{"path": "", "size": 1}]},
+])
+def test_every_manifest_version_is_refused_when_a_path_leaves_its_directory(tmp_path, doc):
+    path = tmp_path / "MANIFEST.json"
+    path.write_text(json.dumps(doc))
+    index = len(doc["files"]) - 1
+    with pytest.raises(LanekitError, match=rf"The manifest {path} lists files\[{index}\]\.path .* nothing is linked or "
+                                           r"deleted by it: remove that manifest"):
+        m.load_manifest(str(path))

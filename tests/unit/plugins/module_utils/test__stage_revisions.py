@@ -164,3 +164,39 @@ def test_a_path_of_another_revision_and_a_foreign_current_are_refused(tmp_path, 
     with pytest.raises(LanekitError, match="is a symlink"):
         stage(revs.revision_path(str(model), REV_A), src, REV_A, root)
     assert not os.path.lexists(model / "current")
+
+
+# -- whoever can write the model directory cannot turn the garbage collection into a deletion elsewhere --
+def test_a_flat_manifest_naming_a_file_outside_is_refused_and_the_file_kept(tmp_path, layout):
+    root, model = layout
+    model.mkdir(parents=True)
+    outside = tmp_path / "x"
+    outside.write_text("not weights")
+    rel = os.path.relpath(outside, model)  # ../../../x
+    (model / "MANIFEST.json").write_text(json.dumps({"files": [{"path": rel, "size": 1}]}))
+    rev = revs.revision_path(str(model), None)
+    with pytest.raises(LanekitError, match=rf"The manifest {model / 'MANIFEST.json'} lists files\[0\]\.path '{rel}'"):
+        stage(rev, source(tmp_path, "a", 1), None, root, in_use=[rev])
+    with pytest.raises(LanekitError, match=r"files\[0\]\.path"):
+        revs.collect_garbage(str(model), set(), in_use=[])
+    assert outside.read_text() == "not weights"
+
+
+def test_garbage_collection_deletes_through_directory_fds_and_never_follows_a_link(tmp_path, layout):
+    root, model = layout
+    (model / ".revisions" / "old" / "sub").mkdir(parents=True)
+    outside = tmp_path / "elsewhere"
+    (outside / "sub").mkdir(parents=True)
+    for victim in (outside / "f", outside / "sub" / "f"):
+        victim.write_text("keep")
+    # a flat manifest whose entry is reached through a directory link planted in D
+    os.symlink(outside, model / "sub")
+    (model / "MANIFEST.json").write_text(json.dumps({"files": [{"path": "sub/f", "size": 4}]}))
+    # and an old revision holding links to the outside, as files and as a directory
+    os.symlink(outside / "f", model / ".revisions" / "old" / "f")
+    os.symlink(outside / "sub", model / ".revisions" / "old" / "sub" / "d")
+    removed, legacy = revs.collect_garbage(str(model), set(), in_use=[])
+    assert removed == ["old"] and legacy == []
+    assert not os.path.lexists(model / ".revisions" / "old")
+    assert (outside / "f").read_text() == "keep" and (outside / "sub" / "f").read_text() == "keep"
+    assert not (model / "MANIFEST.json").exists() and os.path.islink(model / "sub")

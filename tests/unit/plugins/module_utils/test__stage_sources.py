@@ -223,3 +223,55 @@ def test_the_endpoint_and_patterns_reach_the_hub_client(fake_hub, tmp_path):
 
 def json_paths(dest):
     return [f["path"] for f in json.load(open(os.path.join(dest, "MANIFEST.json")))["files"]]
+
+
+# -- a token saved on the staging host is sent only when asked ----------------------------------------
+SAVED = "hf_saved_on_the_staging_host"
+
+
+@pytest.fixture
+def saved_token(tmp_path, monkeypatch):
+    """The staging host is logged in: a token in HF_HOME/token (and HF_TOKEN, which the client reads first)."""
+    from huggingface_hub import constants
+    home = tmp_path / "hf-home"
+    home.mkdir()
+    (home / "token").write_text(SAVED)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+    monkeypatch.setenv("HF_HOME", str(home))
+    return monkeypatch
+
+
+@pytest.mark.parametrize("env_token", [False, True])
+def test_a_mirror_gets_no_authorization_when_no_token_is_given(fake_hub, tmp_path, saved_token, env_token):
+    if env_token:
+        saved_token.setenv("HF_TOKEN", SAVED)
+    else:
+        saved_token.delenv("HF_TOKEN", raising=False)
+    r = hub_stage(fake_hub, str(tmp_path / "m"))
+    assert r["files_fetched"] >= 1 and fake_hub.tokens_seen == []
+
+
+def test_the_host_token_goes_only_when_asked_and_never_over_plain_http(fake_hub, tmp_path, saved_token, monkeypatch):
+    saved_token.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    src = HubSource(fake_hub.repo_id, fake_hub.commit, endpoint=fake_hub.endpoint, use_host_token=True,
+                    ignore_patterns=IGNORE)
+    Stager(src, str(tmp_path / "m"), model_id=fake_hub.repo_id, revision=fake_hub.commit, retry_delay=0.01).run()
+    assert fake_hub.tokens_seen and set(fake_hub.tokens_seen) == {f"Bearer {SAVED}"}
+    # the refusals that guard a given token guard the host's own as well
+    with pytest.raises(LanekitError, match="plain http: the Hub token would cross the network in clear"):
+        HubSource("o/m", "a" * 40, endpoint="http://mirror.example", use_host_token=True)
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example")
+    with pytest.raises(LanekitError, match="HF_ENDPOINT=http://mirror.example is set on the staging host"):
+        HubSource("o/m", "a" * 40, use_host_token=True).list_files()
+    assert HubSource("o/m", "a" * 40, endpoint="http://mirror.example").token is False
+
+
+def test_asking_for_the_host_token_without_one_is_a_sentence(fake_hub, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "absent"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    with pytest.raises(LanekitError, match="use_host_token is set but the staging host has no Hub token"):
+        HubSource(fake_hub.repo_id, fake_hub.commit, endpoint=fake_hub.endpoint, use_host_token=True).list_files()
+    assert fake_hub.tokens_seen == []

@@ -342,3 +342,41 @@ def test_a_scratch_dir_others_can_write_is_refused(tmp_path):
     os.chmod(scratch, 0o777)
     with pytest.raises(LanekitError, match=rf"scratch directory \(scratch_dir\) {scratch} belongs to uid"):
         stage(src, str(tmp_path / "model"), scratch_dir=str(scratch))
+
+
+@pytest.mark.parametrize("swap", ["directory", "file", "root"])
+def test_a_source_part_swapped_for_a_link_after_the_walk_is_not_copied(tmp_path, monkeypatch, swap):
+    # The source's owner swaps etc/ for a link to /etc between the walk and the copy (root reads):
+    # each component is opened O_NOFOLLOW from the root's fd and must be the inode the walk saw.
+    src, dest = tmp_path / "src", tmp_path / "model"
+    make_source(str(src), n=1)
+    (src / "etc").mkdir()
+    (src / "etc" / "shadow").write_text("weights-ish")
+    elsewhere = tmp_path / "real-etc"
+    elsewhere.mkdir()
+    (elsewhere / "shadow").write_text("root:$6$secret")
+    walk = LocalSource.list_files
+
+    def walk_then_swap(self):
+        specs = walk(self)
+        if swap == "directory":
+            os.rename(src / "etc", tmp_path / "etc-was")
+            os.symlink(elsewhere, src / "etc")
+        elif swap == "file":
+            os.unlink(src / "etc" / "shadow")
+            os.link(elsewhere / "shadow", src / "etc" / "shadow")  # same name, another inode
+        else:
+            os.rename(src, tmp_path / "src-was")
+            os.symlink(tmp_path / "src-was", src)  # the walked root itself replaced by another directory entry
+            os.rename(tmp_path / "src-was" / "etc", tmp_path / "etc-was")
+            os.symlink(elsewhere, tmp_path / "src-was" / "etc")
+        return specs
+
+    monkeypatch.setattr(LocalSource, "list_files", walk_then_swap)
+    with pytest.raises(LanekitError) as err:
+        stage(str(src), str(dest), workers=1)
+    message = str(err.value)
+    assert message.startswith(f"The weights source file {src}/etc/shadow changed after the source was listed")
+    assert "\n" not in message
+    copied = [os.path.join(root, name) for root, _dirs, names in os.walk(dest) for name in names]
+    assert not any(open(path, "rb").read() == b"root:$6$secret" for path in copied)

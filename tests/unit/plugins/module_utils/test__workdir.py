@@ -20,16 +20,17 @@ def mode_of(path) -> int:
 
 def test_missing_directories_are_made_private(tmp_path):
     made = private_dir(str(tmp_path / "lanekit" / "images"))
-    assert made == os.path.realpath(tmp_path / "lanekit" / "images")
+    assert made == str(tmp_path / "lanekit" / "images")
     assert mode_of(made) == 0o700 and mode_of(tmp_path / "lanekit") == 0o700
     assert os.lstat(made).st_uid == os.geteuid()
 
 
-def test_an_own_readable_directory_is_tightened_and_kept(tmp_path):
+def test_an_own_readable_directory_is_used_and_its_mode_left_alone(tmp_path):
+    # lanekit chmods only what it made: a chmod of a directory it found could land on someone's /etc.
     work = tmp_path / "work"
     work.mkdir(mode=0o755)
     (work / "keep").write_text("x")
-    assert private_dir(str(work)) == str(work) and mode_of(work) == 0o700
+    assert private_dir(str(work)) == str(work) and mode_of(work) == 0o755
     assert (work / "keep").read_text() == "x"
 
 
@@ -72,16 +73,76 @@ def test_a_group_writable_parent_without_sticky_bit_is_refused(tmp_path):
     assert mode_of(private_dir(str(parent / "work"))) == 0o700
 
 
-def test_a_symlink_planted_in_a_sticky_directory_is_not_followed_to_another_owner(tmp_path):
+def plant(shared, name, target, owner=None):
+    """A link ``shared/name -> target`` in a sticky /tmp-like directory, owned by ``owner``."""
+    link = shared / name
+    os.symlink(target, link)
+    if owner is not None:
+        os.lchown(link, owner, owner)
+    return link
+
+
+@pytest.fixture
+def sticky(tmp_path):
     shared = tmp_path / "tmp"
     shared.mkdir()
     os.chmod(shared, 0o1777)
+    return shared
+
+
+@pytest.fixture
+def victim(tmp_path):
+    """The operator's own directory (a fake home): 0755 with a .ssh inside, like the reproduction."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("key")
+    os.chmod(home, 0o755)
+    return home
+
+
+@pytest.mark.parametrize("owner", [None, OTHER_UID])
+def test_a_symlink_planted_as_the_work_directory_is_refused_and_its_target_untouched(sticky, victim, owner):
+    if owner is not None and os.geteuid() != 0:
+        pytest.skip("lchown to another uid needs root")
+    link = plant(sticky, "lanekit", victim, owner)
+    with pytest.raises(LanekitError, match=rf"The work directory {link} is a symlink \(to {victim}, owned by uid \d+\)"):
+        private_dir(str(link))
+    assert mode_of(victim) == 0o755 and (victim / ".ssh" / "id_ed25519").exists()
+
+
+def test_a_symlink_planted_to_a_directory_open_to_all_is_refused(sticky, tmp_path):
     elsewhere = tmp_path / "attacker"
     elsewhere.mkdir()
     os.chmod(elsewhere, 0o777)
-    os.symlink(elsewhere, shared / "lanekit")
-    with pytest.raises(LanekitError, match="mode 0777"):
-        private_dir(str(shared / "lanekit"))
+    with pytest.raises(LanekitError, match="is a symlink"):
+        private_dir(str(plant(sticky, "lanekit", elsewhere)))
+    assert mode_of(elsewhere) == 0o777
+
+
+@root_only
+def test_a_parent_symlink_of_another_user_is_refused_before_anything_is_made(sticky, victim):
+    link = plant(sticky, "lanekit", victim, OTHER_UID)
+    with pytest.raises(LanekitError, match=rf"{link} is a symlink owned by uid {OTHER_UID}"):
+        private_dir(str(link / "images"))
+    assert not (victim / "images").exists() and mode_of(victim) == 0o755
+
+
+def test_a_parent_symlink_of_root_or_this_user_is_followed_and_its_target_checked(tmp_path):
+    # A system link such as /var -> /private/var on macOS; the result names the real directory.
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)
+    os.symlink(real, tmp_path / "var")
+    made = private_dir(str(tmp_path / "var" / "work"))
+    assert made == str(real / "work") and mode_of(made) == 0o700
+    os.chmod(real, 0o777)  # the target is checked like any parent
+    with pytest.raises(LanekitError, match=rf"the directory above it, {real}, belongs to uid \d+ with mode 0777"):
+        private_dir(str(tmp_path / "var" / "other"))
+    assert not (real / "other").exists()
+
+
+def test_dot_dot_is_refused():
+    with pytest.raises(LanekitError, match=r"contains '\.\.'"):
+        private_dir("/var/tmp/../etc/lanekit")
 
 
 def test_check_mode_creates_and_changes_nothing(tmp_path):

@@ -366,5 +366,82 @@ def test_the_images_dir_and_the_build_context_are_made_private(tmp_path):
     manager, _module = builder(images, engine)
     result = manager.run()
     assert result["built"]
-    assert stat.S_IMODE(os.stat(images).st_mode) == 0o700
+    # Found 0755 and nobody else can write it: used, its mode left alone (lanekit chmods only what it made).
+    assert stat.S_IMODE(os.stat(images).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(images / ".build").st_mode) == 0o700
     assert stat.S_IMODE(os.stat(images / ".build" / "thin").st_mode) == 0o700
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """A sticky /var/tmp-like work root and a victim directory (standing in for /) a link can point to."""
+    root = tmp_path / "var-tmp"
+    root.mkdir()
+    os.chmod(root, 0o1777)
+    victim = tmp_path / "slash"
+    (victim / "etc").mkdir(parents=True)
+    os.chmod(victim, 0o755)
+    return root, victim
+
+
+@pytest.mark.parametrize("owner", [None, 4242])
+def test_a_planted_images_dir_link_is_refused_and_its_target_not_chmod_ed(tmp_path, planted, owner):
+    # ln -s / <work root>/images: before, image_build chmod-ed the target 0700 and built from it.
+    if owner is not None and os.geteuid() != 0:
+        pytest.skip("lchown to another uid needs root")
+    root, victim = planted
+    engine = FakeEngine()
+    engine.add(BASE)
+    make_spec(victim, patches={"patches/p.py": "print('ok')\n"})
+    link = root / "images"
+    os.symlink(victim, link)
+    if owner is not None:
+        os.lchown(link, owner, owner)
+    module = FakeModule(build_params(link), diff=True, responder=engine)
+    with pytest.raises(LanekitError, match=rf"image work directory \(images_dir\) {link} is a symlink \(to {victim}"):
+        ImageBuilder(module, DockerCLI(module)).run()
+    assert build_calls(module) == [] and stat.S_IMODE(os.stat(victim).st_mode) == 0o755
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lchown to another uid needs root")
+def test_a_build_dir_link_planted_by_another_user_is_refused_before_anything_is_written(tmp_path, planted):
+    root, victim = planted
+    engine = FakeEngine()
+    engine.add(BASE)
+    images = tmp_path / "images"
+    images.mkdir(mode=0o700)
+    link = root / "build"
+    os.symlink(victim, link)
+    os.lchown(link, 4242, 4242)
+    manager, module = builder(images, engine, build_dir=str(link / "thin"))
+    with pytest.raises(LanekitError, match=rf"build context directory \(build_dir\) {link / 'thin'} cannot be used: "
+                                           rf"{link} is a symlink owned by uid 4242"):
+        manager.run()
+    assert build_calls(module) == [] and os.listdir(victim) == ["etc"]
+    assert stat.S_IMODE(os.stat(victim).st_mode) == 0o755
+
+
+def test_docker_builds_from_a_fresh_context_made_in_the_checked_build_root(tmp_path):
+    # The context is mkdtemp'd under the checked root, so re-pointing a path after the checks
+    # cannot change what docker reads; the directory is gone after the build.
+    engine = FakeEngine()
+    engine.add(BASE)
+    seen = []
+
+    def build(argv):
+        context = argv[-1]
+        seen.append((context, stat.S_IMODE(os.lstat(context).st_mode), os.path.islink(context),
+                     sorted(os.listdir(context))))
+        tag = argv[argv.index("--tag") + 1]
+        engine.add(tag, labels={"io.lanekit.content-hash": expected(tmp_path / "images")["content_hash"]})
+        return 0, "built", ""
+
+    engine.build_result = build
+    images = tmp_path / "images"
+    images.mkdir(mode=0o700)
+    manager, module = builder(images, engine)
+    result = manager.run()
+    (context, mode, is_link, names), = seen
+    assert os.path.dirname(context) == str(images / ".build" / "thin") and mode == 0o700 and not is_link
+    assert "Dockerfile" in names and "patches" in names
+    assert result["command"][-1] == context and not os.path.exists(context)

@@ -34,3 +34,27 @@ def test_the_shared_temp_base_is_made_private_or_refused(tmp_path, monkeypatch):
     os.chmod(base, 0o777)  # as if another user had made it first, open to all
     with pytest.raises(AnsibleError, match=f"rendezvous directory {base} belongs to uid"):
         Rendezvous.default_root("task-2")
+
+
+@pytest.mark.parametrize("owner", [None, 4242])
+def test_a_planted_link_as_the_base_is_refused_and_nothing_is_chmod_ed_or_pruned(tmp_path, monkeypatch, owner):
+    # Another local user plants $TMPDIR/lanekit-lane-wait-<uid> -> the operator's home: the home
+    # keeps its mode and its old subdirectories (.ssh) are not pruned as stale meeting points.
+    if owner is not None and os.geteuid() != 0:
+        pytest.skip("lchown to another uid needs root")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    os.chmod(home, 0o755)
+    old = 1_000_000_000
+    os.utime(home / ".ssh", (old, old))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(shared))
+    link = shared / f"lanekit-lane-wait-{os.getuid()}"
+    os.symlink(home, link)
+    if owner is not None:
+        os.lchown(link, owner, owner)
+    with pytest.raises(AnsibleError, match=f"rendezvous directory {link} is a symlink"):
+        Rendezvous.default_root("task-1")
+    assert stat.S_IMODE(os.stat(home).st_mode) == 0o755 and (home / ".ssh").is_dir()
