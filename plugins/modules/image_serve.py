@@ -19,8 +19,10 @@ description:
     controller, and the controller's disk is never used.
   - Both ends prove they hold the run's secret O(token) (HMAC challenge-response over fresh nonces; the
     secret itself never crosses the network), and every byte served is covered by a keyed digest the
-    target checks before C(docker load) may tag anything. A process that took the port first, or a
+    target checks before C(docker load) sees any of it. A process that took the port first, or a
     client without the secret, is refused.
+  - A client has 15 s in all to prove the secret (however slowly its bytes come), a hello of at most
+    4 KiB, and one address holds at most 2 unproven connections at once; the others are closed at once.
   - A target that already holds the bottom layers of the image (it says which layer stacks it has)
     gets the stream without those layers' files, once the save is complete; C(docker load) skips
     layers that are present without opening their file. While the save runs the server sends
@@ -95,12 +97,15 @@ options:
         fails the run instead of dying unseen in its asynchronous job.
     type: path
   max_connections:
-    description: Most connections served at once; more are closed at once. V(0) means O(clients) + 8.
+    description:
+      - Most connections served at once; more are closed at once. V(0) means O(clients) + 8.
+      - Connections that have not proven the secret yet have their own budget of the same size, at most 2 per address.
     type: int
     default: 0
   origin_secret:
     description:
-      - With the relay, the secret only this server receives; each node's key is C(sha256("<origin_secret>:<name>")).
+      - With the relay, the secret only this server receives; each node's key is the HMAC-SHA256 of its name under it
+        (the filter P(lanekit.serving.origin_key#filter) makes the same on the controller).
     type: str
   origin_nodes:
     description: With the relay, the names of the chain's nodes to sign the archive for (with O(origin_secret)).
@@ -210,17 +215,19 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_stream impo
     ERROR,
     HEADER,
     KEEPALIVE,
+    PreAuth,
     StreamError,
     StreamMac,
     StreamRefused,
-    ack_mac,
+    check_ack,
     json_frame,
     read_json,
     server_handshake,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
-AUTH_TIMEOUT = 15.0
+AUTH_TIMEOUT = 15.0       # in all, for the whole handshake (not per read)
+PREAUTH_PER_PEER = 2      # unproven connections one address may hold at once
 
 
 class ImageServer(DockerManager):
@@ -230,6 +237,7 @@ class ImageServer(DockerManager):
         self.served: list[dict] = []
         self.active = 0
         self.refused_connections = 0
+        self.preauth: PreAuth | None = None
         self.last_activity = time.monotonic()
         self.layers: list = []
         self.chains: list = []
@@ -301,14 +309,17 @@ class ImageServer(DockerManager):
         record = {"peer": peer, "client": "", "bytes": 0, "seconds": 0.0, "loaded": False, "error": "",
                   "skipped_layers": 0, "retry": False, "valid": False, "acked": False}
         start = time.monotonic()
+        preauth = True
         try:
-            conn.settimeout(AUTH_TIMEOUT)
             try:
-                request, record["client"], key = server_handshake(conn, self.params["token"])
+                request, record["client"], key = server_handshake(conn, self.params["token"], AUTH_TIMEOUT)
             except StreamRefused as exc:
                 record["error"] = f"refused: {exc}"
                 conn.sendall(json_frame(ERROR, {"error": "refused: the client did not prove this run's secret"}))
                 return
+            finally:
+                self.preauth.release(peer)
+                preauth = False
             record["valid"] = True
             mac = StreamMac(key)
             conn.settimeout(max(60.0, 4 * self.params["keepalive"]))
@@ -355,8 +366,7 @@ class ImageServer(DockerManager):
             conn.sendall(mac.end_frame(extra))
             conn.settimeout(self.params["max_seconds"])
             ack = read_json(conn, AUTH)
-            if ack.get("mac") != ack_mac(key, ack):
-                raise StreamError("the client's acknowledgement is not signed with this connection's key")
+            check_ack(key, ack)  # constant time: the MAC is not probed byte by byte
             record["acked"] = True
             record["loaded"] = bool(ack.get("loaded"))
             record["retry"] = bool(ack.get("retry"))
@@ -364,6 +374,8 @@ class ImageServer(DockerManager):
         except (OSError, StreamError) as exc:
             record["error"] = record["error"] or str(exc)
         finally:
+            if preauth:
+                self.preauth.release(peer)
             record["seconds"] = round(time.monotonic() - start, 2)
             try:
                 conn.close()
@@ -425,6 +437,7 @@ class ImageServer(DockerManager):
         spool_path = os.path.join(spool_dir, f"{SPOOL_PREFIX}{params['content_hash'][:12]}-{os.getpid()}.tar")
         listener = self._listen()
         cap = params["max_connections"] or params["clients"] + 8
+        self.preauth = PreAuth(per_peer=PREAUTH_PER_PEER, total=cap)
         self._ready({"listening": True, "pid": os.getpid(), "port": params["port"]})
         spool = SaveSpool(self.docker, params["ref"], spool_path)
         start = time.monotonic()
@@ -450,7 +463,9 @@ class ImageServer(DockerManager):
                 except TimeoutError:
                     continue
                 with self.lock:
-                    full = self.active >= cap
+                    # Proven connections count against the cap, unproven ones against their own
+                    # budget (a few per address): a host that knocks many times cannot take the nodes' slots.
+                    full = self.active - self.preauth.count() >= cap or not self.preauth.admit(address[0])
                     if not full:
                         self.active += 1
                         self.last_activity = time.monotonic()
