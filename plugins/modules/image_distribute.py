@@ -129,7 +129,8 @@ options:
     default: 4.0
   origin_key:
     description:
-      - With O(method=relay), this node's key for the builder's signature of the archive: the HMAC-SHA256 of
+      - With O(method=stream) (optional; the role always gives it) and O(method=relay) (required), this node's key
+        for the builder's signature of the stream: the HMAC-SHA256 of
         O(client_name) under the secret given only to M(lanekit.serving.image_serve)
         (O(lanekit.serving.image_serve#module:origin_secret)); the filter P(lanekit.serving.origin_key#filter) makes it.
     type: str
@@ -270,6 +271,7 @@ commands:
   elements: list
 """
 
+import hashlib
 import json
 import socket
 import time
@@ -288,6 +290,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_module imp
     run_docker_module,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import check_origin
 from ansible_collections.lanekit.serving.plugins.module_utils._image_relay_node import RelayNode, connect_socket
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spool import ReceiveSpool, docker_load
 from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
@@ -401,6 +404,7 @@ class ImageDistributor(DockerManager):
             key = client_handshake(sock, self.params["token"], self.params["client_name"] or self.host,
                                    {"content_hash": self.params["content_hash"], "have": have})
             mac = StreamMac(key)
+            digest = hashlib.sha256()
             gate = TarGate(self.params["ref"], self.params["content_hash"], self.params["rootfs"] or "",
                            self.params["config"] or "")
             buf = bytearray(BUFFER)
@@ -416,7 +420,13 @@ class ImageDistributor(DockerManager):
                     raise StreamRefused(str(reason)[:500] or "the source gave up without a reason") \
                         if header is None else StreamError(str(reason)[:500])
                 if kind == END:
-                    mac.check_end(json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}"))
+                    end = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}")
+                    mac.check_end(end)
+                    if self.params.get("origin_key"):
+                        # Every node holds the stream's secret; only the builder can sign for this one.
+                        check_origin(end, self.params["client_name"] or self.host, self.params["origin_key"],
+                                     self.params["ref"], self.params["content_hash"], mac.data_bytes,
+                                     digest.hexdigest(), "the source")
                     break
                 if kind not in (HEADER, DATA, KEEPALIVE) or (kind == DATA and header is None) or (kind == HEADER and header):
                     raise StreamRefused(f"the source sent a {kind.decode('ascii', 'replace')} frame out of order")
@@ -435,6 +445,7 @@ class ImageDistributor(DockerManager):
                         raise StreamError(f"the stream ended after {mac.data_bytes - remaining} bytes, before its end marker")
                     chunk = view[:got]
                     mac.update(chunk)
+                    digest.update(chunk)
                     spool.write(chunk)
                     gate.feed(chunk)
                     remaining -= got

@@ -30,8 +30,10 @@ description:
     shortened stream fails asks again for the whole stream.
   - For the relay (M(lanekit.serving.image_distribute) with C(method=relay)) it serves the first node of the
     chain, and any node that re-routes around a failed predecessor, from the byte that node asks for
-    (the spool holds the whole save). With O(origin_secret) it signs the whole archive for each node of
-    O(origin_nodes) with that node's own key, in the stream's end frame; relays pass it on unchanged.
+    (the spool holds the whole save).
+  - With O(origin_secret) it signs what it sends (the whole archive, or the shortened stream) for each node of
+    O(origin_nodes) with that node's own key, in the stream's end frame; relays pass it on unchanged. A node
+    checks its own signature before C(docker load) sees a byte, so no other holder of O(token) can feed it.
   - Exits when O(clients) targets have finished (loaded, or failed for good), after O(idle_timeout)
     seconds without any connection, or after O(max_seconds); the spool file is then deleted, and a
     spool left in O(spool_dir) by a server that was killed is deleted when the next one starts.
@@ -104,11 +106,11 @@ options:
     default: 0
   origin_secret:
     description:
-      - With the relay, the secret only this server receives; each node's key is the HMAC-SHA256 of its name under it
-        (the filter P(lanekit.serving.origin_key#filter) makes the same on the controller).
+      - The secret only this server receives (the role gives it for V(stream) and V(relay)); each node's key is the
+        HMAC-SHA256 of its name under it (the filter P(lanekit.serving.origin_key#filter) makes the same on the controller).
     type: str
   origin_nodes:
-    description: With the relay, the names of the chain's nodes to sign the archive for (with O(origin_secret)).
+    description: The names of the nodes to sign the stream for (with O(origin_secret)).
     type: list
     elements: str
     default: []
@@ -182,6 +184,7 @@ seconds:
   type: float
 """
 
+import hashlib
 import json
 import os
 import socket
@@ -269,7 +272,7 @@ class ImageServer(DockerManager):
         with self.lock:
             self.last_activity = time.monotonic()
 
-    def _send_file(self, conn: socket.socket, mac: StreamMac, handle, offset: int, count: int) -> None:
+    def _send_file(self, conn: socket.socket, mac: StreamMac, handle, offset: int, count: int, digest=None) -> None:
         conn.sendall(mac.head(DATA, count))
         done = 0
         while done < count:
@@ -277,20 +280,26 @@ class ImageServer(DockerManager):
             if not data:
                 raise StreamError(f"the spool ended at {offset + done} bytes")
             mac.update(data)
+            if digest is not None:
+                digest.update(data)
             conn.sendall(data)
             done += len(data)
         self._touch()
 
-    def _send_ranges(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, ranges: list) -> None:
+    def _send_ranges(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, ranges: list) -> str:
+        """Send the shortened stream; returns the sha256 of its bytes (signed for the target)."""
+        digest = hashlib.sha256()
         with open(spool.path, "rb") as handle:
             for start, end in ranges:
                 offset = start
                 while offset < end:
                     count = min(end - offset, CHUNK)
-                    self._send_file(conn, mac, handle, offset, count)
+                    self._send_file(conn, mac, handle, offset, count, digest)
                     offset += count
         # The end-of-archive marker: two zero blocks.
+        digest.update(bytes(1024))
         conn.sendall(mac.frame(DATA, bytes(1024)))
+        return digest.hexdigest()
 
     def _wait_for_delta(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, skip: int):
         """Byte ranges of the shortened stream, or None (send everything). Keep-alive frames go out
@@ -338,8 +347,9 @@ class ImageServer(DockerManager):
                 {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"],
                  "skipped_layers": record["skipped_layers"], "offset": start_at}, sort_keys=True).encode("utf-8")))
             conn.settimeout(600)
+            shortened = ""
             if ranges is not None:
-                self._send_ranges(conn, mac, spool, ranges)
+                shortened = self._send_ranges(conn, mac, spool, ranges)
             else:
                 offset = start_at
                 with open(spool.path, "rb") as handle:
@@ -359,10 +369,13 @@ class ImageServer(DockerManager):
                             conn.sendall(mac.frame(KEEPALIVE))
             record["bytes"] = mac.data_bytes
             extra = {}
-            if self.params.get("origin_secret") and ranges is None:
-                extra = {"total": spool.written, "origin": origin_map(
+            if self.params.get("origin_secret"):
+                # Signed per node with a key no other node holds: the whole save (a relayed or
+                # re-routed node hashes it from byte 0 across hops), or this shortened stream.
+                total, sha = (spool.written, spool.sha256) if ranges is None else (mac.data_bytes, shortened)
+                extra = {"total": total, "origin": origin_map(
                     self.params["origin_secret"], self.params["origin_nodes"], self.params["ref"],
-                    self.params["content_hash"], spool.written, spool.sha256)}
+                    self.params["content_hash"], total, sha)}
             conn.sendall(mac.end_frame(extra))
             conn.settimeout(self.params["max_seconds"])
             ack = read_json(conn, AUTH)

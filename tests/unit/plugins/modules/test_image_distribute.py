@@ -636,3 +636,50 @@ def test_an_acknowledgement_with_a_wrong_mac_is_refused(tmp_path):
     record = outcome["served"][0]
     assert record["client"] == "forger" and not record["acked"] and not record["loaded"]
     assert "not signed with this connection's key" in record["error"] and outcome["loaded"] == 0
+
+
+# -- the builder's per-node signature on the plain stream too ------------------------------------------
+ORIGIN = "o" * 64
+
+
+@pytest.mark.parametrize("base", [False, True])  # the whole archive, and the shortened (delta) stream
+def test_a_stream_node_checks_the_builder_s_signature_for_it(tmp_path, base):
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import origin_key
+    port = free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(), origin_secret=ORIGIN, origin_nodes=["node"])
+    node = LoadingNode(tmp_path, base=base)
+    result = node.run(port, delta=base, origin_key=origin_key(ORIGIN, "node"))
+    thread.join(timeout=30)
+    assert result["action"] == "loaded" and result["skipped_layers"] == (1 if base else 0) and node.tagged() == [REF]
+
+
+def test_a_token_holder_serving_an_altered_layer_is_refused_before_docker_load(tmp_path):
+    """Every node holds the stream's secret, so one of them in the path can make a stream whose
+    digest matches; it cannot sign for this node, and docker load never sees the bytes."""
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import origin_key, origin_map
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+        DATA,
+        HEADER,
+        StreamMac,
+        server_handshake,
+    )
+    genuine = subprocess.run(save_argv(), capture_output=True, check=True).stdout
+    altered = bytearray(genuine)
+    altered[2000] ^= 0x01  # inside the first layer: the gate cannot tell, the signature can
+    signatures = origin_map(ORIGIN, ["node"], REF, HASH, len(genuine), hashlib.sha256(genuine).hexdigest())
+
+    def reply(conn):
+        _request, _client, key = server_handshake(conn, "s3cret")
+        mac = StreamMac(key)
+        conn.sendall(mac.frame(HEADER, b'{"ok": true, "offset": 0, "skipped_layers": 0}'))
+        conn.sendall(mac.frame(DATA, bytes(altered)))
+        conn.sendall(mac.end_frame({"total": len(genuine), "origin": signatures}))
+        conn.recv(1000)
+
+    port = free_port()
+    thread = fake_server(port, reply)
+    node = LoadingNode(tmp_path)
+    with pytest.raises(LanekitError, match="not the one the builder sent.*docker load never saw it"):
+        node.run(port, delta=False, origin_key=origin_key(ORIGIN, "node"))
+    thread.join(timeout=10)
+    assert node.loads() == [] and node.tagged() == []
