@@ -130,7 +130,7 @@ options:
   origin_key:
     description:
       - With O(method=stream) (optional; the role always gives it) and O(method=relay) (required), this node's key
-        for the builder's signature of the stream: the HMAC-SHA256 of
+        for the builder's signature of the stream, the HMAC-SHA256 of
         O(client_name) under the secret given only to M(lanekit.serving.image_serve)
         (O(lanekit.serving.image_serve#module:origin_secret)); the filter P(lanekit.serving.origin_key#filter) makes it.
     type: str

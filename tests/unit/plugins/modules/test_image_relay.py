@@ -68,7 +68,6 @@ def test_an_origin_signature_is_only_good_for_its_node_and_its_bytes():
         check_origin(end, "n2", origin_key(SECRET, "n2"), REF, HASH, 8, digest, "n1")
 
 
-
 def test_the_origin_key_is_an_hmac_of_the_name_and_the_role_s_filter_makes_the_same():
     from ansible_collections.lanekit.serving.plugins.filter.origin_key import FilterModule
     expected = hmac.new(SECRET.encode(), b"lanekit-image-origin-key/1:n1", hashlib.sha256).hexdigest()
