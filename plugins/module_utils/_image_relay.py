@@ -7,14 +7,20 @@ receive into ``docker load`` and forward the same bytes to the next node, over t
 Every hop is a lanekit image stream (``_image_stream``): both ends prove the run's secret and the
 hop's keyed digest is checked. Because every node holds that secret, the hop digest alone cannot
 tell a relay's forgery from the builder's bytes; so the builder also signs the whole archive for
-each node with a key only that node and the builder know (``origin_key``: sha256 of a secret only
-the builder receives and the node's name, made on the controller). The relays pass those
+each node with a key only that node and the builder know (``origin_key``: HMAC-SHA256 of the node's
+name under a secret only the builder receives, made on the controller). The relays pass those
 signatures on unchanged; a node checks its own over the sha256 of every byte it received before
 it lets ``docker load`` see the archive's manifests. A relay that alters a byte is caught by its
 successor.
 
 A request may carry an ``offset``: a node whose predecessor failed mid-stream asks the builder
-(which still holds the spool) for the rest and keeps feeding the same ``docker load``.
+(which still holds the spool) for the rest. If the builder's signature then fails over the whole,
+the predecessor had altered a byte before it dropped: the node starts over from the builder at 0.
+Each node holds what it received in a private spool and hands it to ``docker load`` only after its
+signature matched.
+
+A relay serves only its successor in the chain (by name), one connection at a time, and drops a
+reader that holds the window up at less than a minimum rate.
 
 Pure logic (chain links, re-route order, origin signatures, the relay window) is free of sockets;
 :class:`RelayServer` is the node's listener for its successor.
@@ -35,9 +41,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_stream impo
     ERROR,
     HEADER,
     KEEPALIVE,
+    PreAuth,
     StreamError,
     StreamMac,
     StreamRefused,
+    check_ack,
     json_frame,
     read_json,
     server_handshake,
@@ -45,6 +53,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_stream impo
 
 BUILDER = "builder"
 CHUNK = 1 << 20
+ORIGIN_KEY_CONTEXT = "lanekit-image-origin-key/1:"
 
 
 class RelayAborted(StreamError):
@@ -82,11 +91,13 @@ def relay_sources(chain: list, me: str, peers: dict, builder_source: str) -> lis
 
 # --- origin signatures ----------------------------------------------------------------------------
 def origin_key(secret: str, name: str) -> str:
-    """The per-node key: sha256 of the builder-only secret and the node's name (the controller makes
-    the same with ``(secret ~ ':' ~ name) | hash('sha256')``). A node cannot derive another's key."""
+    """The per-node key: HMAC-SHA256 of the node's name under the builder-only secret, as hex (the
+    controller makes the same with the filter ``lanekit.serving.origin_key``). A keyed MAC rather than
+    a hash of ``secret:name``: no length extension, no ambiguity between secret and name. A node
+    cannot derive another's key."""
     if not secret:
         raise StreamError("the origin secret is empty")
-    return hashlib.sha256(f"{secret}:{name}".encode()).hexdigest()
+    return hmac.new(secret.encode("utf-8"), (ORIGIN_KEY_CONTEXT + str(name)).encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def origin_mac(key: str, ref: str, content_hash: str, total: int, sha256_hex: str) -> str:
@@ -115,11 +126,12 @@ def check_origin(end: dict, me: str, key: str, ref: str, content_hash: str, tota
 
 # --- the relay window -----------------------------------------------------------------------------
 class RelayWindow:
-    """The last ``limit`` bytes a node received, for its successor(s) to read at their own pace.
+    """The last ``limit`` bytes a node received, for its successor to read at its own pace.
 
     ``append`` blocks while a reader lags more than ``limit`` bytes (back-pressure: the chain runs
-    at its slowest link); a reader that makes no progress for ``stall`` seconds is dropped, so one
-    stuck successor cannot stall the node (the successor then re-routes to the builder).
+    at its slowest link). A reader that holds it up is measured over each ``stall`` seconds: one that
+    made no progress, or less than ``min_rate`` bytes per second, is dropped, so neither a stuck nor a
+    throttling successor can hold the chain (the successor then re-routes to the builder).
 
     Until the first reader joins (its module may start a few seconds after this node's), ``append``
     also waits, for at most ``wait_first`` seconds counted from the first byte received, rather than
@@ -127,9 +139,11 @@ class RelayWindow:
     the builder's ``docker save`` may take minutes before any byte flows, and a deadline spent by then
     would let the window trim the start of the stream and send a late successor to the builder."""
 
-    def __init__(self, limit: int, stall: float, clock=time.monotonic, wait_first: float = 0.0) -> None:
+    def __init__(self, limit: int, stall: float, clock=time.monotonic, wait_first: float = 0.0,
+                 min_rate: float = 0.0) -> None:
         self.limit = max(int(limit), CHUNK)
         self.stall = stall
+        self.min_rate = max(0.0, float(min_rate))
         self.clock = clock
         self.cond = threading.Condition()
         self.chunks: collections.deque = collections.deque()  # (start offset, bytes)
@@ -161,30 +175,39 @@ class RelayWindow:
             self._trim()
             self.cond.notify_all()
 
+    def _lagging(self) -> bool:
+        return bool(self.readers) and self.end - min(self.readers.values()) > self.limit
+
     def append(self, data) -> list:
-        """Add received bytes; returns the readers dropped for stalling (usually none)."""
+        """Add received bytes; returns the readers dropped for stalling or crawling (usually none)."""
         data = bytes(data)
         dropped = []
         with self.cond:
-            since = self.clock()
             if self.first_deadline is None:
-                self.first_deadline = since + self.wait_first
+                self.first_deadline = self.clock() + self.wait_first
             # The bytes about to come in count: the window must not trim past offset 0 on the way to full.
             while not self._ids and self.end + len(data) - self.base > self.limit and self.clock() < self.first_deadline:
                 self.cond.wait(min(0.5, max(0.01, self.first_deadline - self.clock())))
-            slowest = min(self.readers.values(), default=self.end)
-            while self.readers and self.end - min(self.readers.values()) > self.limit:
-                now_slowest = min(self.readers.values())
-                if now_slowest != slowest:
-                    slowest, since = now_slowest, self.clock()
-                if self.clock() - since >= self.stall:
-                    for reader, offset in list(self.readers.items()):
-                        if self.end - offset > self.limit:
-                            del self.readers[reader]
-                            self.dropped.add(reader)
-                            dropped.append(reader)
-                    break
-                self.cond.wait(min(1.0, self.stall))
+            marks: dict = {}  # reader -> (its offset, the time) when it last proved its pace
+            while self._lagging():
+                now = self.clock()
+                for reader, offset in list(self.readers.items()):
+                    if self.end - offset <= self.limit:
+                        marks.pop(reader, None)
+                        continue
+                    start, since = marks.setdefault(reader, (offset, now))
+                    elapsed = now - since
+                    if elapsed < self.stall:
+                        continue
+                    if offset - start < max(1.0, self.min_rate * elapsed):
+                        del self.readers[reader]
+                        self.dropped.add(reader)
+                        dropped.append(reader)
+                        marks.pop(reader, None)
+                    else:
+                        marks[reader] = (offset, now)
+                if self._lagging():
+                    self.cond.wait(min(1.0, self.stall))
             self.chunks.append((self.end, data))
             self.end += len(data)
             self._trim()
@@ -235,10 +258,16 @@ class RelayWindow:
 
 # --- the node's listener for its successor --------------------------------------------------------
 class RelayServer:
-    """Serve the window to the successor (the same protocol as ``image_serve``, from any offset)."""
+    """Serve the window to the successor (the same protocol as ``image_serve``, from any offset).
+
+    Only the successor named in the chain is served, one connection at a time: every node holds the
+    run's secret, and a node that could read any relay window could hold any part of the chain up.
+    Before a client proved the secret it gets ``handshake_seconds`` in all and one of
+    ``PreAuth(per_peer=2, total=4)``'s slots."""
 
     def __init__(self, window: RelayWindow, token: str, me: str, ref: str, content_hash: str,
-                 keepalive: float = 2.0, ack_timeout: float = 600.0) -> None:
+                 keepalive: float = 2.0, ack_timeout: float = 600.0, successor: str | None = None,
+                 handshake_seconds: float | None = None) -> None:
         self.window = window
         self.token = token
         self.me = me
@@ -246,9 +275,13 @@ class RelayServer:
         self.content_hash = content_hash
         self.keepalive = keepalive
         self.ack_timeout = ack_timeout
+        self.successor = successor
+        self.handshake_seconds = handshake_seconds
+        self.preauth = PreAuth(per_peer=2, total=4)
         self.lock = threading.Condition()
         self.records: list = []
         self.active = 0
+        self.reading = False  # the successor has a connection reading the window
         self.listener: socket.socket | None = None
         self.closed = False
         self.threads: list = []
@@ -272,22 +305,44 @@ class RelayServer:
                 continue
             except OSError:
                 return
+            peer = address[0]
             with self.lock:
-                if self.active >= 4:  # one successor (and a re-connect or two); nobody else
-                    conn.close()
-                    continue
-                self.active += 1
-            thread = threading.Thread(target=self._serve, args=(conn, address[0]), daemon=True)
+                full = self.active >= 6 or not self.preauth.admit(peer)
+                if not full:
+                    self.active += 1
+            if full:  # the successor (and a re-connect); a knocking host holds two slots at most
+                conn.close()
+                continue
+            thread = threading.Thread(target=self._serve, args=(conn, peer), daemon=True)
             thread.start()
             self.threads.append(thread)
 
     def _serve(self, conn: socket.socket, peer: str) -> None:
-        record = {"peer": peer, "client": "", "offset": 0, "bytes": 0, "loaded": False, "error": "", "valid": False}
+        record = {"peer": peer, "client": "", "offset": 0, "bytes": 0, "loaded": False, "error": "", "valid": False,
+                  "acked": False}
         reader = None
+        preauth = True
+        reading = False
         try:
-            conn.settimeout(15.0)
-            request, record["client"], key = server_handshake(conn, self.token)
+            try:
+                request, record["client"], key = server_handshake(conn, self.token, self.handshake_seconds)
+            finally:
+                self.preauth.release(peer)
+                preauth = False
             record["valid"] = True
+            if self.successor is not None and record["client"] != self.successor:
+                conn.sendall(json_frame(ERROR, {"error": f"{self.me} relays only to {self.successor}, its successor"}))
+                record["error"] = f"not the successor {self.successor}"
+                return
+            with self.lock:
+                if self.reading:
+                    busy = True
+                else:
+                    busy, self.reading, reading = False, True, True
+            if busy:
+                conn.sendall(json_frame(ERROR, {"error": f"{self.me} already relays to {self.successor}"}))
+                record["error"] = "a second connection for the successor"
+                return
             if request.get("content_hash") != self.content_hash:
                 conn.sendall(json_frame(ERROR, {"error": f"{self.me} relays content hash {self.content_hash[:12]}"}))
                 record["error"] = "asked for another image"
@@ -317,6 +372,9 @@ class RelayServer:
             conn.sendall(mac.end_frame({"origin": done.get("origin") or {}, "total": done.get("total")}))
             conn.settimeout(self.ack_timeout)
             ack = read_json(conn, AUTH)
+            # Only the successor's own acknowledgement counts as "served to the end".
+            check_ack(key, ack)
+            record["acked"] = True
             record["loaded"] = bool(ack.get("loaded"))
             record["error"] = str(ack.get("error", ""))[:500]
         except RelayAborted as exc:
@@ -328,6 +386,8 @@ class RelayServer:
         except (OSError, StreamError, ValueError) as exc:
             record["error"] = record["error"] or str(exc) or type(exc).__name__
         finally:
+            if preauth:
+                self.preauth.release(peer)
             if reader is not None:
                 self.window.leave(reader)
             try:
@@ -335,6 +395,8 @@ class RelayServer:
             except OSError:
                 pass
             with self.lock:
+                if reading:
+                    self.reading = False
                 self.records.append(record)
                 self.active -= 1
                 self.lock.notify_all()
@@ -344,7 +406,7 @@ class RelayServer:
         us and left), or until ``deadline``. True when it was served to the end."""
         with self.lock:
             while clock() < deadline:
-                mine = [record for record in self.records if record["client"] == name]
+                mine = [record for record in self.records if record["client"] == name and record["valid"]]
                 if self.active == 0 and mine:
                     return any(record["loaded"] for record in mine)
                 self.lock.wait(min(1.0, max(0.0, deadline - clock())))

@@ -1,9 +1,10 @@
 # Copyright: lanekit developers
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""One node of the image relay: receive the stream from the predecessor (or the builder), pipe it
-into ``docker load`` and into the window its successor reads, re-route to the builder when the
-predecessor stalls or dies, and check the builder's origin signature before tagging anything.
+"""One node of the image relay: receive the stream from the predecessor (or the builder) into a
+private spool and into the window its successor reads, re-route to the builder when the predecessor
+stalls or dies, check the builder's origin signature over every byte, and only then hand the spool
+to ``docker load``.
 
 Used by ``image_distribute`` with ``method=relay``; the chain logic and the successor's listener are
 in ``_image_relay``.
@@ -13,8 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-import subprocess
-import threading
 import time
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
@@ -26,6 +25,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_relay impor
     check_origin,
     relay_sources,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._image_spool import ReceiveSpool, docker_load
 from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
     AUTH,
     DATA,
@@ -42,67 +42,14 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_stream impo
     json_frame,
     read_head,
     recv_exact,
-    write_all,
 )
 
 BUFFER = 1 << 20
 BUILDER_ATTEMPTS = 3
 
 
-class LoadFailed(Exception):
-    """This node's own ``docker load`` stopped reading or failed."""
-
-
-class Loader:
-    """``docker load`` fed through the tar gate; started on the first header."""
-
-    def __init__(self, popen, tail) -> None:
-        self.popen = popen
-        self.tail = tail
-        self.proc = None
-        self.outputs = {"out": b"", "err": b""}
-        self.readers: list = []
-
-    def start(self) -> None:
-        self.proc = self.popen(["image", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-        def drain(stream, name):
-            self.outputs[name] = stream.read()
-
-        self.readers = [threading.Thread(target=drain, args=(self.proc.stdout, "out"), daemon=True),
-                        threading.Thread(target=drain, args=(self.proc.stderr, "err"), daemon=True)]
-        for reader in self.readers:
-            reader.start()
-
-    def message(self) -> str:
-        for reader in self.readers:
-            reader.join(timeout=10)
-        return self.tail(self.outputs["err"] or self.outputs["out"], 6)
-
-    def write(self, chunks) -> None:
-        try:
-            write_all(self.proc.stdin.fileno(), chunks)
-        except OSError:
-            self.kill()
-            raise LoadFailed(f"docker load stopped reading the stream: {self.message() or 'it exited without output (killed?)'}") from None
-
-    def finish(self) -> tuple[int, str]:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        rc = self.proc.wait()
-        return rc, self.message()
-
-    def kill(self) -> None:
-        # Killing docker load before the held manifests reached it leaves nothing tagged.
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
 class RelayNode:
-    """Receive, load and forward the image on one node of the chain."""
+    """Receive, check, forward and load the image on one node of the chain."""
 
     def __init__(self, params: dict, host: str, popen, tail, connect) -> None:
         self.params = params
@@ -113,45 +60,59 @@ class RelayNode:
         self.connect = connect  # (host, port, seconds) -> socket
         self.rerouted: list = []
         self.served: list = []
+        self.spool: ReceiveSpool | None = None
         self._reset()
 
     def _reset(self) -> None:
         self.digest = hashlib.sha256()
         self.received = 0
+        self.from_relay = ""  # the predecessor whose bytes are among those received, if any
         self.gate = TarGate(self.params["ref"], self.params["content_hash"], self.params["rootfs"] or "",
                             self.params["config"] or "")
-        self.loader = Loader(self.popen, self.tail)
+        if self.spool is not None:
+            self.spool.reset()
 
     def run(self) -> int:
         params = self.params
         _before, after = chain_links(params["relay_chain"], self.me)
         window = RelayWindow(params["relay_buffer_mib"] << 20, params["relay_stall"],
-                             wait_first=params["relay_connect_timeout"] if after is not None else 0.0)
+                             wait_first=params["relay_connect_timeout"] if after is not None else 0.0,
+                             min_rate=float(params.get("relay_min_rate") or 0.0) * (1 << 20))
+        self.spool = ReceiveSpool(params["spool_dir"])
         server = None
-        if after is not None:
-            server = RelayServer(window, params["token"], self.me, params["ref"], params["content_hash"])
-            try:
-                server.listen(params["relay_bind"], params["relay_port"])
-            except OSError as exc:
-                raise LanekitError(
-                    f"{self.host} cannot listen on {params['relay_bind']}:{params['relay_port']} to relay the image "
-                    f"({exc}); set image_relay_port to a free port."
-                ) from None
         try:
-            received = self._receive(window)
-            if server is not None:
-                # Stay until the successor has everything (it reads at its own pace from the window).
-                server.wait_successor(after, time.monotonic() + params["stream_timeout"])
-                self.served = list(server.records)
-            return received
-        except BaseException as exc:
-            window.abort(str(exc) or type(exc).__name__)
-            raise
+            if after is not None:
+                server = RelayServer(window, params["token"], self.me, params["ref"], params["content_hash"],
+                                     successor=after)
+                try:
+                    server.listen(params["relay_bind"], params["relay_port"])
+                except OSError as exc:
+                    raise LanekitError(
+                        f"{self.host} cannot listen on {params['relay_bind']}:{params['relay_port']} to relay the image "
+                        f"({exc}); set image_relay_port to a free port."
+                    ) from None
+            try:
+                sock, key = self._receive(window)
+            except BaseException as exc:
+                window.abort(str(exc) or type(exc).__name__)
+                raise
+            try:
+                # Proven to be the builder's bytes: the successor reads on from the window while this
+                # node loads, and is served to the end even if this node's own load fails.
+                self._load(sock, key)
+            finally:
+                self._close(sock)
+                if server is not None:
+                    server.wait_successor(after, time.monotonic() + params["stream_timeout"])
+                    self.served = list(server.records)
+            return self.received
         finally:
             if server is not None:
                 server.close()
+            self.spool.close()
 
-    def _receive(self, window: RelayWindow) -> int:
+    def _receive(self, window: RelayWindow):
+        """Receive until the builder's signature over every byte matched; returns (socket, key)."""
         params = self.params
         sources = relay_sources(params["relay_chain"], self.me, params["relay_peers"], params["source"])
         index = 0
@@ -164,21 +125,18 @@ class RelayNode:
                 check_origin(end, self.me, params["origin_key"], params["ref"], params["content_hash"],
                              self.received, self.digest.hexdigest(), BUILDER if name == BUILDER else name)
                 break
-            except LoadFailed as exc:
-                self._close(sock)
-                raise LanekitError(f"docker load on {self.host} failed on the relayed stream ({exc}); the nodes "
-                                   f"after it re-route to the builder.") from None
             except StreamRefused as exc:
                 self._close(sock)
-                if name == BUILDER:
-                    self.loader.kill()
+                if name == BUILDER and not self.from_relay:
                     raise LanekitError(f"{self.host} refused the image stream from the builder ({source}): {exc}. "
-                                       f"Nothing from it was tagged.") from None
-                # A relay sent something the builder did not: start over from the builder; what went
-                # to this node's successors is refused by them the same way.
-                self.rerouted.append({"node": name, "reason": f"refused: {exc}"})
-                self.loader.kill()
-                window.abort(f"{self.me} refused what {name} relayed")
+                                       f"docker load never saw it; nothing from it was tagged.") from None
+                # A relay sent something the builder did not: caught on its own hop, or only by the
+                # builder's signature after the relay dropped and the builder sent the rest. Forget
+                # every byte and start over from the builder at offset 0; what went on to this node's
+                # successors is refused by them the same way.
+                culprit = name if name != BUILDER else self.from_relay
+                self.rerouted.append({"node": culprit, "reason": f"refused: {exc}"})
+                window.abort(f"{self.me} refused what {culprit} relayed")
                 self._reset()
                 index = len(sources) - 1
             except (StreamError, OSError, ValueError) as exc:
@@ -189,33 +147,30 @@ class RelayNode:
                     continue
                 builder_failures += 1
                 if builder_failures >= BUILDER_ATTEMPTS:
-                    self.loader.kill()
                     raise LanekitError(
                         f"the image stream from the builder ({source}) to {self.host} failed: "
-                        f"{exc or type(exc).__name__}. Nothing incomplete was tagged; re-run to try again."
+                        f"{exc or type(exc).__name__}. Nothing incomplete was loaded; re-run to try again."
                     ) from None
                 time.sleep(1.0)
         try:
-            if self.loader.proc is None:
-                raise LanekitError(f"the stream to {self.host} ended without a header")
-            try:
-                self.gate.verify()
-            except StreamRefused as exc:
-                self.loader.kill()
-                raise LanekitError(f"{self.host} refused the image: {exc}. Nothing from it was tagged.") from None
-            # The bytes are the builder's: successors may finish while this node's docker load does.
-            window.finish({"origin": end.get("origin") or {}, "total": self.received})
-            try:
-                self.loader.write([self.gate.finish()])
-            except LoadFailed as exc:
-                raise LanekitError(f"docker load on {self.host} failed on the relayed stream ({exc}).") from None
-            rc, message = self.loader.finish()
-            self._ack(sock, key, {"loaded": rc == 0, "error": message if rc else ""})
-            if rc != 0:
-                raise LanekitError(f"docker load on {self.host} failed (exit {rc}) on the relayed stream: {message}")
-            return self.received
-        finally:
+            self.gate.verify()
+        except StreamRefused as exc:
             self._close(sock)
+            raise LanekitError(f"{self.host} refused the image: {exc}. docker load never saw it; nothing from it "
+                               f"was tagged.") from None
+        # The bytes are the builder's: successors may finish while this node loads.
+        window.finish({"origin": end.get("origin") or {}, "total": self.received})
+        return sock, key
+
+    def _load(self, sock, key: bytes) -> None:
+        try:
+            rc, out, err = docker_load(self.popen, self.spool)
+        except OSError as exc:
+            rc, out, err = 127, b"", str(exc).encode()
+        message = self.tail(err or out, 6)
+        self._ack(sock, key, {"loaded": rc == 0, "error": message if rc else ""})
+        if rc != 0:
+            raise LanekitError(f"docker load on {self.host} failed (exit {rc}) on the relayed image: {message}")
 
     def _hop(self, name: str, source: str, window: RelayWindow):
         """One connection: returns (socket, session key, end frame) once the hop digest matched."""
@@ -252,8 +207,6 @@ class RelayNode:
                     header = json.loads(payload.decode("utf-8"))
                     if int(header.get("offset") or 0) != self.received or header.get("skipped_layers"):
                         raise StreamRefused(f"the source answered from offset {header.get('offset')}, not {self.received}")
-                    if self.loader.proc is None:
-                        self.loader.start()
                     continue
                 remaining = length
                 while remaining:
@@ -261,11 +214,14 @@ class RelayNode:
                     if not got:
                         raise StreamError("the connection closed in the middle of a frame")
                     chunk = view[:got]
+                    if relay:
+                        self.from_relay = name
                     mac.update(chunk)
                     self.digest.update(chunk)
                     self.received += got
+                    self.spool.write(chunk)
                     window.append(chunk)
-                    self.loader.write(self.gate.feed(chunk))
+                    self.gate.feed(chunk)
                     remaining -= got
         except BaseException:
             self._close(sock)

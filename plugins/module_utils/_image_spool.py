@@ -1,9 +1,11 @@
 # Copyright: lanekit developers
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""The builder's spool of ``docker save`` for the image stream: one save into a file that the
+"""The spools of the image stream. On the builder: one ``docker save`` into a file that the
 stream's readers follow while it grows, its sha256 (the relay's origin signatures sign it), the
-byte ranges of a shortened (delta) stream, and the clean-up of spools a killed server left."""
+byte ranges of a shortened (delta) stream, and the clean-up of spools a killed server left. On a
+node: the received stream, held in a private file until its digest (and on a relay the builder's
+signature) is checked, so ``docker load`` never reads a byte that was not proven."""
 from __future__ import annotations
 
 import hashlib
@@ -11,10 +13,13 @@ import json
 import os
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
 
 from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI, tail
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 CHUNK = 4 << 20
 SPOOL_PREFIX = "stream-"
@@ -139,3 +144,57 @@ class SaveSpool:
             else:
                 ranges.append((start, end))
         return ranges
+
+
+class ReceiveSpool:
+    """The stream a node received, in a file nobody else can open or swap.
+
+    ``docker load`` applies an archive's tags as soon as it reaches the archive's end marker, and
+    its tar reader is not ours: so nothing reaches it until the whole stream is proven. The file is
+    made with mode 0600 in a private directory (``private_dir``) and unlinked at once; only this
+    process's descriptor reaches it, and ``docker load`` gets that descriptor as its stdin.
+    It needs room for one image archive next to docker's own storage."""
+
+    def __init__(self, spool_dir: str) -> None:
+        self.directory = directory = private_dir(spool_dir, "receive spool directory (spool_dir)")
+        try:
+            self.fd, path = tempfile.mkstemp(prefix="receive-", suffix=".tar", dir=directory)
+        except OSError as exc:
+            raise LanekitError(f"cannot make the receive spool in {directory} ({exc}); set spool_dir "
+                               f"(image_work_dir) to a directory with room for the image.") from None
+        os.unlink(path)
+        self.size = 0
+
+    def write(self, data) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.write(self.fd, view)
+                view = view[written:]
+        except OSError as exc:
+            raise LanekitError(f"cannot hold the received image in {self.directory} ({exc}); free room there or set "
+                               f"spool_dir (image_work_dir) to a directory with room for the image.") from None
+        self.size += len(data)
+
+    def reset(self) -> None:
+        """Forget what was received (a relay's bytes were refused: start over from offset 0)."""
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        self.size = 0
+
+    def reader(self) -> int:
+        """The descriptor, at offset 0, for ``docker load``'s stdin."""
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def docker_load(popen, spool: ReceiveSpool) -> tuple[int, bytes, bytes]:
+    """``docker load`` of a proven spool (its descriptor is the command's stdin): (rc, out, err)."""
+    proc = popen(["image", "load"], stdin=spool.reader(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate()
+    return proc.returncode, out or b"", err or b""

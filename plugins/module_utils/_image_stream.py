@@ -30,14 +30,22 @@ import json
 import os
 import posixpath
 import secrets
+import threading
+import time
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 MAGIC = "lanekit-image-stream/2"
 NONCE_BYTES = 32
 FRAME_HEAD = 9
-MAX_CONTROL = 16 * 1024 * 1024  # an auth/header frame; a request lists the target's chain IDs
+MAX_CONTROL = 16 * 1024 * 1024  # a header or end frame (the end carries one signature per relay node)
 MAX_DATA = 64 * 1024 * 1024
+# Before the other end proved the secret it gets little: a hello is a magic, a name and a nonce, a
+# request lists the chain IDs the target holds (about 70 bytes each), and the whole handshake has
+# one deadline, however the bytes trickle in (a per-recv timeout let one byte every 14 s hold a slot).
+MAX_HELLO = 4096
+MAX_REQUEST = 4 * 1024 * 1024
+HANDSHAKE_SECONDS = 15.0
 
 AUTH, HEADER, DATA, KEEPALIVE, END, ERROR = b"A", b"H", b"D", b"K", b"E", b"X"
 _TYPES = {AUTH, HEADER, DATA, KEEPALIVE, END, ERROR}
@@ -64,30 +72,41 @@ def json_frame(kind: bytes, payload: dict) -> bytes:
     return frame(kind, json.dumps(payload, sort_keys=True).encode("utf-8"))
 
 
-def recv_exact(sock, count: int) -> bytes:
+def recv_exact(sock, count: int, deadline: float | None = None) -> bytes:
+    """``count`` bytes; with ``deadline`` (``time.monotonic``) the last of them must come before it."""
     data = bytearray()
     while len(data) < count:
-        chunk = sock.recv(count - len(data))
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StreamRefused("the peer did not finish the handshake in time")
+            sock.settimeout(left)
+        try:
+            chunk = sock.recv(count - len(data))
+        except TimeoutError:
+            if deadline is not None:
+                raise StreamRefused("the peer did not finish the handshake in time") from None
+            raise
         if not chunk:
             raise StreamError(f"the peer closed the connection {count - len(data)} bytes early")
         data += chunk
     return bytes(data)
 
 
-def read_head(sock) -> tuple[bytes, int]:
-    head = recv_exact(sock, FRAME_HEAD)
+def read_head(sock, limit: int | None = None, deadline: float | None = None) -> tuple[bytes, int]:
+    head = recv_exact(sock, FRAME_HEAD, deadline)
     kind, length = head[:1], int.from_bytes(head[1:], "big")
     if kind not in _TYPES:
         raise StreamRefused("the peer does not speak the lanekit image stream protocol (version 2)")
-    limit = MAX_DATA if kind == DATA else MAX_CONTROL
+    limit = limit if limit is not None else (MAX_DATA if kind == DATA else MAX_CONTROL)
     if length > limit:
-        raise StreamRefused(f"the peer sent an over-long frame ({length} bytes)")
+        raise StreamRefused(f"the peer sent an over-long frame ({length} bytes, at most {limit} here)")
     return kind, length
 
 
-def read_json(sock, expect: bytes = AUTH) -> dict:
-    kind, length = read_head(sock)
-    payload = recv_exact(sock, length)
+def read_json(sock, expect: bytes = AUTH, limit: int | None = None, deadline: float | None = None) -> dict:
+    kind, length = read_head(sock, limit, deadline)
+    payload = recv_exact(sock, length, deadline)
     if kind == ERROR:
         raise StreamRefused(_json(payload).get("error") or "the peer refused without a reason")
     if kind != expect:
@@ -140,7 +159,7 @@ def client_handshake(sock, secret: str, client: str, request: dict) -> bytes:
     Returns the session key. Raises StreamRefused when the source does not hold the secret."""
     cnonce = new_nonce()
     sock.sendall(json_frame(AUTH, {"magic": MAGIC, "client": client, "nonce": cnonce}))
-    hello = read_json(sock)
+    hello = read_json(sock, limit=MAX_HELLO)
     snonce = hello.get("nonce")
     if hello.get("magic") != MAGIC or not _valid_nonce(snonce) or snonce == cnonce:
         raise StreamRefused("the source does not speak the lanekit image stream protocol (version 2)")
@@ -150,17 +169,20 @@ def client_handshake(sock, secret: str, client: str, request: dict) -> bytes:
     return session_key(secret, cnonce, snonce)
 
 
-def server_handshake(sock, secret: str) -> tuple[dict, str, bytes]:
+def server_handshake(sock, secret: str, seconds: float | None = None) -> tuple[dict, str, bytes]:
     """The source's side: answer the target's nonce with a proof, then require the target's.
-    Returns (request, client name, session key); raises StreamRefused for a wrong proof."""
-    hello = read_json(sock)
+    Returns (request, client name, session key); raises StreamRefused for a wrong proof, an
+    over-long hello or request, or a handshake not finished within ``seconds`` in all
+    (default ``HANDSHAKE_SECONDS``)."""
+    deadline = time.monotonic() + (HANDSHAKE_SECONDS if seconds is None else seconds)
+    hello = read_json(sock, limit=MAX_HELLO, deadline=deadline)
     cnonce = hello.get("nonce")
     client = str(hello.get("client", ""))[:200]
     if hello.get("magic") != MAGIC or not _valid_nonce(cnonce):
         raise StreamRefused("the client does not speak the lanekit image stream protocol (version 2)")
     snonce = new_nonce()
     sock.sendall(json_frame(AUTH, {"magic": MAGIC, "nonce": snonce, "proof": proof(secret, "server", cnonce, snonce)}))
-    answer = read_json(sock)
+    answer = read_json(sock, limit=MAX_REQUEST, deadline=deadline)
     request = answer.get("request")
     if not isinstance(request, dict) or not check_proof(answer.get("proof"), proof(secret, "client", cnonce, snonce, request)):
         raise StreamRefused(f"the client {client or '(unnamed)'} could not prove it holds this run's secret")
@@ -170,6 +192,45 @@ def server_handshake(sock, secret: str) -> tuple[dict, str, bytes]:
 def ack_mac(key: bytes, ack: dict) -> str:
     body = json.dumps({k: v for k, v in ack.items() if k != "mac"}, sort_keys=True)
     return hmac.new(key, b"ack\0" + body.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def check_ack(key: bytes, ack: dict) -> None:
+    """Refuse an acknowledgement not signed with this connection's session key (in constant time)."""
+    if not check_proof(ack.get("mac"), ack_mac(key, ack)):
+        raise StreamRefused("the client's acknowledgement is not signed with this connection's key")
+
+
+# --- connections that have not proven the secret yet ------------------------------------------------
+class PreAuth:
+    """Admission of connections before they proved the secret: at most ``per_peer`` from one
+    address and ``total`` in all. A host that opens many silent connections then holds a few slots
+    for one handshake deadline, not every slot the nodes need."""
+
+    def __init__(self, per_peer: int, total: int) -> None:
+        self.per_peer = per_peer
+        self.total = total
+        self.lock = threading.Lock()
+        self.peers: dict = {}
+
+    def admit(self, peer: str) -> bool:
+        with self.lock:
+            if self.peers.get(peer, 0) >= self.per_peer or sum(self.peers.values()) >= self.total:
+                return False
+            self.peers[peer] = self.peers.get(peer, 0) + 1
+            return True
+
+    def release(self, peer: str) -> None:
+        """The connection proved itself, or ended: its slot is free."""
+        with self.lock:
+            count = self.peers.get(peer, 0) - 1
+            if count > 0:
+                self.peers[peer] = count
+            else:
+                self.peers.pop(peer, None)
+
+    def count(self) -> int:
+        with self.lock:
+            return sum(self.peers.values())
 
 
 class StreamMac:
@@ -242,15 +303,25 @@ def rootfs_of_layers(layers: list) -> str:
 
 
 # --- the tar gate ---------------------------------------------------------------------------------
-# ``docker load`` applies the tags an archive names in manifest.json, index.json and repositories.
-# The gate passes every other member through as it arrives and holds those three back; only after
-# the stream's digest matched and they name exactly the pinned tag and image does the receiver let
-# them (and the end-of-archive marker) through. Both loaders read the whole archive before they tag,
-# so the members' order does not matter to them; without them nothing is tagged.
+# ``docker load`` applies the tags an archive names in manifest.json, index.json and repositories,
+# and no tar reader but docker's own is docker's: a PAX size, a repeated path, a GNU header's prefix
+# field or a symlinked directory is read differently by different parsers, so an archive can show a
+# gate one manifest and docker another. The receivers therefore spool the stream to a private file
+# and hand docker nothing before the stream's digest (and on a relay, the builder's signature over
+# every byte) matched: then the bytes are the builder's ``docker save`` of the pinned image. This
+# gate follows the tar as it arrives, as a second check of what that save names: it reads headers as
+# Go's archive/tar does (PAX size and path, GNU long names, the ustar prefix only in ustar headers,
+# header checksums), refuses what docker save does not write (a repeated member, a repeated PAX
+# record, a PAX path and a GNU long name on one member) and keeps at most ``_META_LIMIT`` of any
+# metadata in memory.
 HELD = frozenset({"manifest.json", "index.json", "repositories"})
 _CAPTURE_LIMIT = 4 * 1024 * 1024
 _CAPTURE_TOTAL = 64 * 1024 * 1024
+_META_LIMIT = 1024 * 1024   # a PAX or GNU long-name body, and each of manifest.json, index.json, repositories
 BLOCK = 512
+# Regular files, hard and symbolic links, directories: all a docker save archive holds.
+_MEMBER_KINDS = frozenset({b"0", b"\0", b"1", b"2", b"5"})
+_USTAR = b"ustar\0"        # POSIX ustar / PAX magic; GNU headers say b"ustar  \0" and have no prefix field
 
 
 def _octal(field: bytes) -> int:
@@ -270,21 +341,39 @@ def _cstr(field: bytes) -> str:
     return field.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-def _pax_path(data: bytes) -> str:
+def _checksum_ok(block: bytes) -> bool:
+    stored = block[148:156].split(b"\0", 1)[0].strip()
+    try:
+        value = int(stored or b"x", 8)
+    except ValueError:
+        return False
+    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
+    signed = sum(b - 256 if b > 127 else b for b in block[:148]) + 8 * 32 + sum(
+        b - 256 if b > 127 else b for b in block[156:])
+    return value in (unsigned, signed)
+
+
+def pax_records(data: bytes) -> dict:
+    """The records of a PAX header body; refuses a malformed or repeated record."""
+    records: dict = {}
     rest = data
     while rest:
-        size_text, _sp, _tail = rest.partition(b" ")
+        size_text, space, _tail = rest.partition(b" ")
         try:
-            size = int(size_text)
+            size = int(size_text) if space and size_text.isdigit() else 0
         except ValueError:
-            return ""
-        record, rest = rest[:size], rest[size:]
-        key, _eq, value = record.partition(b" ")[2].partition(b"=")
-        if key == b"path":
-            return value.rstrip(b"\n").decode("utf-8", "replace")
-        if size <= 0:
-            return ""
-    return ""
+            size = 0
+        if size <= len(size_text) + 1 or size > len(rest) or rest[size - 1:size] != b"\n":
+            raise StreamRefused("the archive carries a malformed PAX header")
+        record, rest = rest[len(size_text) + 1:size - 1], rest[size:]
+        key, eq, value = record.partition(b"=")
+        if not eq:
+            raise StreamRefused("the archive carries a malformed PAX header")
+        name = key.decode("utf-8", "replace")
+        if name in records:
+            raise StreamRefused(f"the archive repeats the PAX record {name!r} in one header")
+        records[name] = value.decode("utf-8", "replace")
+    return records
 
 
 def normalize_ref(ref: str) -> str:
@@ -296,7 +385,8 @@ def normalize_ref(ref: str) -> str:
 
 
 class TarGate:
-    """Follow a tar stream, pass its members on, hold the tag-bearing ones until :meth:`finish`."""
+    """Follow a tar stream, capture its manifests and small JSON members, refuse what docker save
+    does not write; :meth:`verify` then checks that they name only the pinned tag and image."""
 
     def __init__(self, ref: str, content_hash: str, rootfs: str = "", config: str = "") -> None:
         self.ref = normalize_ref(ref)
@@ -306,24 +396,23 @@ class TarGate:
         self.buffer = bytearray()
         self.remaining = 0          # bytes (with padding) left in the current member
         self.member = None          # (name, size, route) of the current member
-        self.pending = bytearray()  # a PAX / GNU long-name header waiting for the member it names
-        self.pending_name = ""
-        self.meta_start = 0
-        self.held: list[bytes] = []
+        self.meta = bytearray()     # the body of a PAX / GNU long-name header being read
+        self.pax: dict | None = None
+        self.long_name: str | None = None
+        self.long_link: str | None = None
+        self.names: set = set()
         self.captured: dict[str, bytearray] = {}
         self.captured_total = 0
         self.ended = False
 
-    def feed(self, data) -> list:
-        """Chunks of ``data`` that may go to ``docker load`` now (views into ``data`` or copies)."""
-        out: list = []
+    def feed(self, data) -> None:
         view = memoryview(data)
         while view:
             if self.ended:
-                return out  # after the end marker nothing else is passed (finish writes a new one)
+                return  # docker stops at the end marker too; what follows is never read
             if self.remaining:
                 take = min(self.remaining, len(view))
-                self._body(view[:take], out)
+                self._body(view[:take])
                 view = view[take:]
                 self.remaining -= take
                 if not self.remaining:
@@ -335,73 +424,95 @@ class TarGate:
             if len(self.buffer) == BLOCK:
                 block = bytes(self.buffer)
                 self.buffer.clear()
-                self._header(block, out)
-        return out
+                self._header(block)
 
-    def _header(self, block: bytes, out: list) -> None:
+    def _header(self, block: bytes) -> None:
         if block == bytes(BLOCK):
+            if self.pax is not None or self.long_name is not None or self.long_link is not None:
+                raise StreamRefused("the archive ends right after a PAX or GNU long-name header")
             self.ended = True
             return
+        if not _checksum_ok(block):
+            raise StreamRefused("the stream is not a tar archive (a header's checksum is wrong)")
+        kind = block[156:157]
+        size = _octal(block[124:136])
+        if kind in (b"x", b"L", b"K"):
+            if size > _META_LIMIT:
+                raise StreamRefused(f"the archive carries a {size}-byte PAX or GNU long-name header "
+                                    f"(at most {_META_LIMIT} here)")
+            if (kind == b"x" and self.pax is not None) or (kind == b"L" and self.long_name is not None) \
+                    or (kind == b"K" and self.long_link is not None):
+                raise StreamRefused("the archive repeats a PAX or GNU long-name header before one member")
+            self.meta.clear()
+            self._start(("", size, "meta-" + kind.decode()), size)
+            return
+        if kind == b"g":
+            if size > _META_LIMIT:
+                raise StreamRefused(f"the archive carries a {size}-byte global PAX header (at most {_META_LIMIT} here)")
+            self._start(("", size, "skip"), size)
+            return
         name = _cstr(block[0:100])
-        if block[257:262] == b"ustar":
+        if block[257:263] == _USTAR:  # only POSIX headers have the prefix field; GNU ones use it otherwise
             prefix = _cstr(block[345:500])
             if prefix:
                 name = f"{prefix}/{name}"
-        size = _octal(block[124:136])
-        kind = block[156:157]
-        padded = (size + BLOCK - 1) // BLOCK * BLOCK
-        if kind in (b"x", b"L"):
-            self.meta_start = len(self.pending) + BLOCK
-            self.pending += block
-            self.member = ("", size, "meta-" + kind.decode())
-        elif kind == b"g":
-            out.append(block)
-            self.member = ("", size, "pass")
-        else:
-            name = self.pending_name or name
-            clean = posixpath.normpath(name.lstrip("/")).removeprefix("./")
-            held = clean in HELD
-            capture = (not held and kind in (b"0", b"\0") and size <= _CAPTURE_LIMIT
-                       and self.captured_total + size <= _CAPTURE_TOTAL
-                       and (clean.endswith(".json") or clean.startswith("blobs/")))
-            chunk = bytes(self.pending) + block
-            self.pending.clear()
-            self.pending_name = ""
-            if held:
-                self.held.append(chunk)
-                if size > _CAPTURE_LIMIT:
-                    raise StreamRefused(f"the archive's {clean} is {size} bytes, far more than a manifest")
-                self.captured[clean] = bytearray()
-            else:
-                out.append(chunk)
-                if capture:
-                    self.captured[clean] = bytearray()
-                    self.captured_total += size
-            self.member = (clean, size, "held" if held else ("capture" if capture else "pass"))
-        self.remaining = padded
-        if not padded:
+        pax, self.pax = self.pax or {}, None
+        long_name, self.long_name = self.long_name, None
+        self.long_link = None
+        if long_name is not None and "path" in pax:
+            raise StreamRefused("the archive names one member both by a PAX path and a GNU long name")
+        if "size" in pax:
+            if not pax["size"].isdigit():
+                raise StreamRefused("the archive carries a PAX size that is not a number")
+            size = int(pax["size"])
+        name = long_name if long_name is not None else pax.get("path", name)
+        clean = posixpath.normpath(name.lstrip("/")).removeprefix("./")
+        if clean in self.names:
+            raise StreamRefused(f"the archive carries {clean} twice")
+        self.names.add(clean)
+        held = clean in HELD
+        if held and size > _META_LIMIT:
+            raise StreamRefused(f"the archive's {clean} is {size} bytes, far more than a manifest (at most {_META_LIMIT})")
+        if kind not in _MEMBER_KINDS or any(key.startswith("GNU.sparse") for key in pax):
+            raise StreamRefused(f"the archive's {clean} is a kind of tar member docker save does not write "
+                                f"({kind.decode('ascii', 'replace')!r})")
+        # Links and directories have no body (Go's reader ignores their size field as well).
+        regular = kind in (b"0", b"\0")
+        if not regular:
+            size = 0
+        capture = held or (regular and size <= _CAPTURE_LIMIT and self.captured_total + size <= _CAPTURE_TOTAL
+                           and (clean.endswith(".json") or clean.startswith("blobs/")))
+        if capture:
+            self.captured[clean] = bytearray()
+            self.captured_total += size
+        self._start((clean, size, "capture" if capture else "skip"), size)
+
+    def _start(self, member: tuple, size: int) -> None:
+        self.member = member
+        self.remaining = (size + BLOCK - 1) // BLOCK * BLOCK
+        if not self.remaining:
             self._member_done()
 
-    def _body(self, chunk, out: list) -> None:
+    def _body(self, chunk) -> None:
         name, size, route = self.member
         if route.startswith("meta"):
-            self.pending += chunk
-            return
-        if route == "held":
-            self.held[-1] += bytes(chunk)
-        else:
-            out.append(chunk)
-        if route in ("held", "capture"):
+            want = size - len(self.meta)
+            if want > 0:
+                self.meta += chunk[:want]
+        elif route == "capture":
             want = size - len(self.captured[name])
             if want > 0:
                 self.captured[name] += chunk[:want]
 
     def _member_done(self) -> None:
-        name, size, route = self.member
-        if route.startswith("meta"):
-            data = bytes(self.pending[self.meta_start:self.meta_start + size])
-            named = _pax_path(data) if route == "meta-x" else data.split(b"\0", 1)[0].decode("utf-8", "replace")
-            self.pending_name = named or self.pending_name
+        _name, _size, route = self.member
+        if route == "meta-x":
+            self.pax = pax_records(bytes(self.meta))
+        elif route == "meta-L":
+            self.long_name = bytes(self.meta).split(b"\0", 1)[0].decode("utf-8", "replace")
+        elif route == "meta-K":
+            self.long_link = bytes(self.meta).split(b"\0", 1)[0].decode("utf-8", "replace")
+        self.meta.clear()
         self.member = None
 
     def _blob(self, path: str) -> bytes:
@@ -469,10 +580,6 @@ class TarGate:
             return json.loads(bytes(data).decode("utf-8"))
         except ValueError:
             raise StreamRefused(f"the archive's {name} is not JSON") from None
-
-    def finish(self) -> bytes:
-        """After :meth:`verify`: the held members and a new end-of-archive marker."""
-        return b"".join(self.held) + bytes(2 * BLOCK)
 
 
 def write_all(fd: int, chunks) -> None:

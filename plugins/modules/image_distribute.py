@@ -16,21 +16,26 @@ description:
   - When another local image carries the pin but the tag is missing, re-tags it without a transfer.
   - Otherwise fetches the image with O(method). V(registry) pulls O(registry_ref) by digest (the
     builder pushed it once; every node pulls, digests preserved) and tags it. V(stream) connects to
-    M(lanekit.serving.image_serve) on the source node and pipes the C(docker save) stream into
-    C(docker load) on this node, node to node, without temporary files anywhere but the source.
+    M(lanekit.serving.image_serve) on the source node and receives the C(docker save) stream into a
+    private spool on this node (O(spool_dir)), which goes to C(docker load) once the stream is proven.
     V(relay) does the same in a chain (O(relay_chain)), where this node receives from its predecessor's relay
-    (the first node from O(source)), and while it loads the bytes it forwards them to its successor
+    (the first node from O(source)), and while it receives the bytes it forwards them to its successor
     on O(relay_port). A predecessor that stalls for O(relay_stall) seconds or dies is re-routed around;
     this node asks O(source) (which keeps the whole spool) for the rest, from the byte it had reached.
+    If the builder's signature then fails over the whole, the predecessor had altered a byte before it
+    dropped, and this node starts over from O(source) at the first byte.
   - With V(relay), every hop is authenticated and digested like V(stream), and the node also checks the
     builder's signature of the whole archive made with its own O(origin_key), which no other node
     holds, so a relaying node cannot feed it anything the builder did not send. Delta (O(delta)) is
     not used with V(relay).
   - The stream is refused unless the source proves it holds the run's secret, unless the keyed digest
-    of the whole stream matches, and unless the archive names exactly O(ref) and an image with the
-    pinned content hash, layers (O(rootfs)) and configuration (O(config)). The archive's manifests are
-    held back from C(docker load) until all of that is checked, and C(docker load) is killed on a
-    mismatch, so a refused stream leaves nothing tagged. A pulled image is checked before it is tagged.
+    of the whole stream matches (with V(relay), and the builder's signature for this node), and unless
+    the archive names exactly O(ref) and an image with the pinned content hash, layers (O(rootfs)) and
+    configuration (O(config)). C(docker load) sees no byte before all of that is checked, so a refused
+    stream leaves nothing tagged; if the load or the pin check after it fails, every tag that was not
+    there before the load is removed. A pulled image is checked before it is tagged.
+  - The spool needs room for one image archive in O(spool_dir), next to docker's own storage; the
+    file is unlinked as soon as it is made and gone when the task ends.
   - After an image arrives (and on every run with O(probe=always)) proves the node can start a
     container from it, a throwaway C(--rm) container with the entrypoint overridden
     (O(probe_command)), retried for up to O(probe_timeout) seconds. This closes the race where
@@ -111,14 +116,30 @@ options:
   relay_buffer_mib:
     description:
       - With O(method=relay), the window of the stream (MiB, in memory) kept for the successor; a successor more than
-        this far behind for O(relay_stall) seconds is dropped and re-routes to O(source).
+        this far behind that reads less than O(relay_min_rate) over O(relay_stall) seconds is dropped and
+        re-routes to O(source).
+      - Only the successor named in O(relay_chain) is served, one connection at a time.
     type: int
     default: 128
+  relay_min_rate:
+    description:
+      - With O(method=relay), the slowest pace (MiB/s) at which a successor that holds this node's window up may
+        read before it is dropped (it re-routes to O(source)). V(0) drops only a successor that reads nothing.
+    type: float
+    default: 4.0
   origin_key:
     description:
-      - With O(method=relay), this node's key for the builder's signature of the archive, C(sha256("<origin secret>:<client_name>"))
-        of the secret given only to M(lanekit.serving.image_serve) (O(lanekit.serving.image_serve#module:origin_secret)).
+      - With O(method=stream) (optional; the role always gives it) and O(method=relay) (required), this node's key
+        for the builder's signature of the stream, the HMAC-SHA256 of
+        O(client_name) under the secret given only to M(lanekit.serving.image_serve)
+        (O(lanekit.serving.image_serve#module:origin_secret)); the filter P(lanekit.serving.origin_key#filter) makes it.
     type: str
+  spool_dir:
+    description:
+      - Directory for the private spool of the received stream (made 0700 if missing; refused if another user can
+        change it). It needs room for one image archive.
+    type: path
+    default: /var/tmp/lanekit
   delta:
     description:
       - With O(method=stream), tell the source which layer stacks this node already holds, so the
@@ -250,10 +271,9 @@ commands:
   elements: list
 """
 
+import hashlib
 import json
 import socket
-import subprocess
-import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -270,7 +290,9 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_module imp
     run_docker_module,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import check_origin
 from ansible_collections.lanekit.serving.plugins.module_utils._image_relay_node import RelayNode, connect_socket
+from ansible_collections.lanekit.serving.plugins.module_utils._image_spool import ReceiveSpool, docker_load
 from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
     AUTH,
     DATA,
@@ -287,7 +309,6 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_stream impo
     json_frame,
     read_head,
     recv_exact,
-    write_all,
 )
 
 BUFFER = 1 << 20
@@ -308,6 +329,7 @@ class ImageDistributor(DockerManager):
     def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
         super().__init__(module, docker)
         self.skipped_layers = 0
+        self.relay_report: dict = {}
 
     def _pull(self) -> int:
         registry_ref = self.params["registry_ref"]
@@ -373,21 +395,22 @@ class ImageDistributor(DockerManager):
 
     def _stream_once(self, have: list) -> int:
         host, port = parse_source(self.params["source"])
-        sock = self._connect(host, port)
-        proc = None
-        outputs = {"out": b"", "err": b""}
-        readers: list = []
+        spool = ReceiveSpool(self.params["spool_dir"])
+        sock = None
         stage = "auth"
         try:
+            sock = self._connect(host, port)
             sock.settimeout(self.params["stream_timeout"])
             key = client_handshake(sock, self.params["token"], self.params["client_name"] or self.host,
                                    {"content_hash": self.params["content_hash"], "have": have})
             mac = StreamMac(key)
+            digest = hashlib.sha256()
             gate = TarGate(self.params["ref"], self.params["content_hash"], self.params["rootfs"] or "",
                            self.params["config"] or "")
             buf = bytearray(BUFFER)
             view = memoryview(buf)
             skipped = 0
+            header = None
             stage = "stream"
             while True:
                 # The timeout is per frame: a source that keeps sending (data or keep-alives) is waited for.
@@ -395,11 +418,17 @@ class ImageDistributor(DockerManager):
                 if kind == ERROR:
                     reason = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}").get("error", "")
                     raise StreamRefused(str(reason)[:500] or "the source gave up without a reason") \
-                        if proc is None else StreamError(str(reason)[:500])
+                        if header is None else StreamError(str(reason)[:500])
                 if kind == END:
-                    mac.check_end(json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}"))
+                    end = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}")
+                    mac.check_end(end)
+                    if self.params.get("origin_key"):
+                        # Every node holds the stream's secret; only the builder can sign for this one.
+                        check_origin(end, self.params["client_name"] or self.host, self.params["origin_key"],
+                                     self.params["ref"], self.params["content_hash"], mac.data_bytes,
+                                     digest.hexdigest(), "the source")
                     break
-                if kind not in (HEADER, DATA, KEEPALIVE) or (kind == DATA and proc is None) or (kind == HEADER and proc):
+                if kind not in (HEADER, DATA, KEEPALIVE) or (kind == DATA and header is None) or (kind == HEADER and header):
                     raise StreamRefused(f"the source sent a {kind.decode('ascii', 'replace')} frame out of order")
                 mac.head(kind, length)
                 if kind == HEADER:
@@ -408,16 +437,6 @@ class ImageDistributor(DockerManager):
                     header = json.loads(payload.decode("utf-8"))
                     skipped = int(header.get("skipped_layers") or 0)
                     self.skipped_layers = skipped
-                    proc = self.docker.popen(["image", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE)
-
-                    def drain(stream, name):
-                        outputs[name] = stream.read()
-
-                    readers = [threading.Thread(target=drain, args=(proc.stdout, "out"), daemon=True),
-                               threading.Thread(target=drain, args=(proc.stderr, "err"), daemon=True)]
-                    for reader in readers:
-                        reader.start()
                     continue
                 remaining = length
                 while remaining:
@@ -426,19 +445,19 @@ class ImageDistributor(DockerManager):
                         raise StreamError(f"the stream ended after {mac.data_bytes - remaining} bytes, before its end marker")
                     chunk = view[:got]
                     mac.update(chunk)
-                    write_all(proc.stdin.fileno(), gate.feed(chunk))
+                    digest.update(chunk)
+                    spool.write(chunk)
+                    gate.feed(chunk)
                     remaining -= got
-            if proc is None:
+            if header is None:
                 raise StreamRefused("the source ended the stream without a header")
-            # The stream is the source's, unaltered; now the archive must name only the pinned image.
+            # The stream is the source's, unaltered, and the archive names only the pinned image:
+            # only now does docker load (its own tar reader, and the tags it applies) see a byte of it.
             gate.verify()
-            write_all(proc.stdin.fileno(), [gate.finish()])
-            proc.stdin.close()
-            rc = proc.wait()
-            for reader in readers:
-                reader.join(timeout=30)
+            stage = "load"
+            rc, out, err = docker_load(self.docker.popen, spool)
             if rc != 0:
-                message = tail(outputs["err"] or outputs["out"], 6)
+                message = tail(err or out, 6)
                 self._ack(sock, key, {"loaded": False, "error": message, "retry": skipped > 0})
                 if skipped:
                     raise _DeltaFailed(message)
@@ -446,37 +465,44 @@ class ImageDistributor(DockerManager):
             self._ack(sock, key, {"loaded": True})
             return mac.data_bytes
         except StreamRefused as exc:
-            self._kill(proc)
             who = "the image source" if stage == "auth" else "the stream from"
             raise LanekitError(
-                f"{self.host} refused {who} {host}:{port}: {exc}. Nothing from it was tagged; check that "
-                f"image_serve of this run holds the port (image_stream_port) and that nothing else listens there."
+                f"{self.host} refused {who} {host}:{port}: {exc}. docker load never saw it and nothing from it was "
+                f"tagged; check that image_serve of this run holds the port (image_stream_port) and that nothing "
+                f"else listens there."
             ) from None
-        except BrokenPipeError:
-            self._kill(proc)
-            for reader in readers:
-                reader.join(timeout=10)
-            message = tail(outputs["err"] or outputs["out"], 6)
-            if have:
-                raise _DeltaFailed(f"docker load stopped reading: {message}") from None
-            raise LanekitError(f"docker load on {self.host} stopped reading the stream: {message}") from None
         except (StreamError, OSError, ValueError) as exc:
-            self._kill(proc)
-            if have and stage == "stream":
+            if have and stage in ("stream", "load"):
                 raise _DeltaFailed(str(exc) or type(exc).__name__) from None
             raise LanekitError(
                 f"the image stream from {host}:{port} to {self.host} failed: {exc or type(exc).__name__}. Nothing "
-                f"incomplete was tagged; re-run to try again."
+                f"incomplete was loaded; re-run to try again."
             ) from None
         finally:
-            sock.close()
+            if sock is not None:
+                sock.close()
+            spool.close()
 
-    @staticmethod
-    def _kill(proc) -> None:
-        # Killing docker load before the held manifest reached it leaves nothing tagged.
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    def _tags(self) -> set | None:
+        """Every repo:tag the engine holds, or None when it cannot list them."""
+        try:
+            rc, out, _err = self.docker.run(["image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
+                                            check=False, record=False)
+        except LanekitError:
+            return None
+        if rc != 0:
+            return None
+        return {line.strip() for line in out.splitlines() if line.strip() and "<none>" not in line}
+
+    def _drop_new_tags(self, before: set | None) -> list:
+        """Remove every tag that appeared since ``before`` (a load that failed or was not the pin)."""
+        now = self._tags()
+        if before is None or now is None:
+            return []
+        dropped = sorted(now - before)
+        for tag in dropped:
+            self.docker.run(["image", "rm", "--no-prune", tag], check=False)
+        return dropped
 
     @staticmethod
     def _ack(sock, key: bytes, ack: dict) -> None:
@@ -502,6 +528,19 @@ class ImageDistributor(DockerManager):
             text += f"; runs it (probe {probe.get('attempts')} attempt(s), {probe.get('seconds')} s)"
         return f"{name}: {text}"
 
+    def _load_by(self, method: str) -> dict:
+        params = self.params
+        if method == "relay":
+            if (params["client_name"] or self.host) not in params["relay_chain"]:
+                raise LanekitError(f"{self.host} needs {params['ref']} but is not in the relay chain "
+                                   f"({', '.join(params['relay_chain']) or 'empty'}); re-run to re-plan the chain.")
+            node = RelayNode(params, self.host, self.docker.popen, tail, connect_socket)
+            try:
+                return {"bytes": node.run()}
+            finally:
+                self.relay_report = {"rerouted": node.rerouted, "relayed": node.served}
+        return {"bytes": self._stream(), "skipped_layers": self.skipped_layers}
+
     def run(self) -> dict:
         params = self.params
         if params["method"] == "registry" and not params["registry_ref"]:
@@ -515,6 +554,7 @@ class ImageDistributor(DockerManager):
         result = {"changed": False, "action": "current", "reason": reason, "pin_before": before,
                   "bytes": 0, "skipped_layers": 0, "seconds": 0.0, "probe": {}, "rerouted": [], "relayed": []}
         start = time.monotonic()
+        tags_before = None
         if reason:
             untagged = self.local_copy()
             if self.module.check_mode:
@@ -525,25 +565,25 @@ class ImageDistributor(DockerManager):
             elif params["method"] == "registry":
                 self._pull()
                 result.update(changed=True, action="pulled")
-            elif params["method"] == "relay":
-                if (params["client_name"] or self.host) not in params["relay_chain"]:
-                    raise LanekitError(f"{self.host} needs {params['ref']} but is not in the relay chain "
-                                       f"({', '.join(params['relay_chain']) or 'empty'}); re-run to re-plan the chain.")
-                node = RelayNode(params, self.host, self.docker.popen, tail, connect_socket)
-                try:
-                    result.update(changed=True, action="loaded", bytes=node.run())
-                finally:
-                    result.update(rerouted=node.rerouted, relayed=node.served)
             else:
-                result.update(changed=True, action="loaded", bytes=self._stream(),
-                              skipped_layers=self.skipped_layers)
+                # docker load applies whatever tags the archive names: note the tags before, so a
+                # load that fails or is not the pin leaves none of its own behind.
+                tags_before = self._tags()
+                try:
+                    result.update(changed=True, action="loaded", **self._load_by(params["method"]))
+                except LanekitError:
+                    self._drop_new_tags(tags_before)
+                    raise
+                finally:
+                    result.update(self.relay_report)
             result["seconds"] = round(time.monotonic() - start, 2)
         after = self.inspect_pin() if not self.module.check_mode else before
         if not self.module.check_mode:
             problem = self.pin_problem(after)
             if problem and result["action"] == "loaded":
-                # Never leave the lane's tag on an image that is not the pinned one.
+                # Never leave the lane's tag (nor any tag the load added) on an image that is not the pinned one.
                 self.docker.run(["image", "rm", "--no-prune", params["ref"]], check=False)
+                self._drop_new_tags(tags_before)
             if problem:
                 raise LanekitError(
                     f"after fetching {params['ref']}, {self.host} still does not hold the pinned image: {problem}. "
@@ -581,6 +621,8 @@ def main() -> None:
         relay_stall=dict(type="float", default=15.0),
         relay_connect_timeout=dict(type="int", default=20),
         relay_buffer_mib=dict(type="int", default=128),
+        relay_min_rate=dict(type="float", default=4.0),
+        spool_dir=dict(type="path", default="/var/tmp/lanekit"),
         origin_key=dict(type="str", no_log=True),
         probe=dict(type="str", choices=["arrival", "always", "never"], default="always"),
         probe_command=dict(type="list", elements="str", default=["/bin/sh", "-c", "true"]),

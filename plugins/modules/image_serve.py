@@ -19,8 +19,10 @@ description:
     controller, and the controller's disk is never used.
   - Both ends prove they hold the run's secret O(token) (HMAC challenge-response over fresh nonces; the
     secret itself never crosses the network), and every byte served is covered by a keyed digest the
-    target checks before C(docker load) may tag anything. A process that took the port first, or a
+    target checks before C(docker load) sees any of it. A process that took the port first, or a
     client without the secret, is refused.
+  - A client has 15 s in all to prove the secret (however slowly its bytes come), a hello of at most
+    4 KiB, and one address holds at most 2 unproven connections at once; the others are closed at once.
   - A target that already holds the bottom layers of the image (it says which layer stacks it has)
     gets the stream without those layers' files, once the save is complete; C(docker load) skips
     layers that are present without opening their file. While the save runs the server sends
@@ -28,8 +30,10 @@ description:
     shortened stream fails asks again for the whole stream.
   - For the relay (M(lanekit.serving.image_distribute) with C(method=relay)) it serves the first node of the
     chain, and any node that re-routes around a failed predecessor, from the byte that node asks for
-    (the spool holds the whole save). With O(origin_secret) it signs the whole archive for each node of
-    O(origin_nodes) with that node's own key, in the stream's end frame; relays pass it on unchanged.
+    (the spool holds the whole save).
+  - With O(origin_secret) it signs what it sends (the whole archive, or the shortened stream) for each node of
+    O(origin_nodes) with that node's own key, in the stream's end frame; relays pass it on unchanged. A node
+    checks its own signature before C(docker load) sees a byte, so no other holder of O(token) can feed it.
   - Exits when O(clients) targets have finished (loaded, or failed for good), after O(idle_timeout)
     seconds without any connection, or after O(max_seconds); the spool file is then deleted, and a
     spool left in O(spool_dir) by a server that was killed is deleted when the next one starts.
@@ -95,15 +99,18 @@ options:
         fails the run instead of dying unseen in its asynchronous job.
     type: path
   max_connections:
-    description: Most connections served at once; more are closed at once. V(0) means O(clients) + 8.
+    description:
+      - Most connections served at once; more are closed at once. V(0) means O(clients) + 8.
+      - Connections that have not proven the secret yet have their own budget of the same size, at most 2 per address.
     type: int
     default: 0
   origin_secret:
     description:
-      - With the relay, the secret only this server receives; each node's key is C(sha256("<origin_secret>:<name>")).
+      - The secret only this server receives (the role gives it for V(stream) and V(relay)); each node's key is the
+        HMAC-SHA256 of its name under it (the filter P(lanekit.serving.origin_key#filter) makes the same on the controller).
     type: str
   origin_nodes:
-    description: With the relay, the names of the chain's nodes to sign the archive for (with O(origin_secret)).
+    description: The names of the nodes to sign the stream for (with O(origin_secret)).
     type: list
     elements: str
     default: []
@@ -177,6 +184,7 @@ seconds:
   type: float
 """
 
+import hashlib
 import json
 import os
 import socket
@@ -210,17 +218,19 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_stream impo
     ERROR,
     HEADER,
     KEEPALIVE,
+    PreAuth,
     StreamError,
     StreamMac,
     StreamRefused,
-    ack_mac,
+    check_ack,
     json_frame,
     read_json,
     server_handshake,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
-AUTH_TIMEOUT = 15.0
+AUTH_TIMEOUT = 15.0       # in all, for the whole handshake (not per read)
+PREAUTH_PER_PEER = 2      # unproven connections one address may hold at once
 
 
 class ImageServer(DockerManager):
@@ -230,6 +240,7 @@ class ImageServer(DockerManager):
         self.served: list[dict] = []
         self.active = 0
         self.refused_connections = 0
+        self.preauth: PreAuth | None = None
         self.last_activity = time.monotonic()
         self.layers: list = []
         self.chains: list = []
@@ -261,7 +272,7 @@ class ImageServer(DockerManager):
         with self.lock:
             self.last_activity = time.monotonic()
 
-    def _send_file(self, conn: socket.socket, mac: StreamMac, handle, offset: int, count: int) -> None:
+    def _send_file(self, conn: socket.socket, mac: StreamMac, handle, offset: int, count: int, digest=None) -> None:
         conn.sendall(mac.head(DATA, count))
         done = 0
         while done < count:
@@ -269,20 +280,26 @@ class ImageServer(DockerManager):
             if not data:
                 raise StreamError(f"the spool ended at {offset + done} bytes")
             mac.update(data)
+            if digest is not None:
+                digest.update(data)
             conn.sendall(data)
             done += len(data)
         self._touch()
 
-    def _send_ranges(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, ranges: list) -> None:
+    def _send_ranges(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, ranges: list) -> str:
+        """Send the shortened stream; returns the sha256 of its bytes (signed for the target)."""
+        digest = hashlib.sha256()
         with open(spool.path, "rb") as handle:
             for start, end in ranges:
                 offset = start
                 while offset < end:
                     count = min(end - offset, CHUNK)
-                    self._send_file(conn, mac, handle, offset, count)
+                    self._send_file(conn, mac, handle, offset, count, digest)
                     offset += count
         # The end-of-archive marker: two zero blocks.
+        digest.update(bytes(1024))
         conn.sendall(mac.frame(DATA, bytes(1024)))
+        return digest.hexdigest()
 
     def _wait_for_delta(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, skip: int):
         """Byte ranges of the shortened stream, or None (send everything). Keep-alive frames go out
@@ -301,14 +318,17 @@ class ImageServer(DockerManager):
         record = {"peer": peer, "client": "", "bytes": 0, "seconds": 0.0, "loaded": False, "error": "",
                   "skipped_layers": 0, "retry": False, "valid": False, "acked": False}
         start = time.monotonic()
+        preauth = True
         try:
-            conn.settimeout(AUTH_TIMEOUT)
             try:
-                request, record["client"], key = server_handshake(conn, self.params["token"])
+                request, record["client"], key = server_handshake(conn, self.params["token"], AUTH_TIMEOUT)
             except StreamRefused as exc:
                 record["error"] = f"refused: {exc}"
                 conn.sendall(json_frame(ERROR, {"error": "refused: the client did not prove this run's secret"}))
                 return
+            finally:
+                self.preauth.release(peer)
+                preauth = False
             record["valid"] = True
             mac = StreamMac(key)
             conn.settimeout(max(60.0, 4 * self.params["keepalive"]))
@@ -327,8 +347,9 @@ class ImageServer(DockerManager):
                 {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"],
                  "skipped_layers": record["skipped_layers"], "offset": start_at}, sort_keys=True).encode("utf-8")))
             conn.settimeout(600)
+            shortened = ""
             if ranges is not None:
-                self._send_ranges(conn, mac, spool, ranges)
+                shortened = self._send_ranges(conn, mac, spool, ranges)
             else:
                 offset = start_at
                 with open(spool.path, "rb") as handle:
@@ -348,15 +369,17 @@ class ImageServer(DockerManager):
                             conn.sendall(mac.frame(KEEPALIVE))
             record["bytes"] = mac.data_bytes
             extra = {}
-            if self.params.get("origin_secret") and ranges is None:
-                extra = {"total": spool.written, "origin": origin_map(
+            if self.params.get("origin_secret"):
+                # Signed per node with a key no other node holds: the whole save (a relayed or
+                # re-routed node hashes it from byte 0 across hops), or this shortened stream.
+                total, sha = (spool.written, spool.sha256) if ranges is None else (mac.data_bytes, shortened)
+                extra = {"total": total, "origin": origin_map(
                     self.params["origin_secret"], self.params["origin_nodes"], self.params["ref"],
-                    self.params["content_hash"], spool.written, spool.sha256)}
+                    self.params["content_hash"], total, sha)}
             conn.sendall(mac.end_frame(extra))
             conn.settimeout(self.params["max_seconds"])
             ack = read_json(conn, AUTH)
-            if ack.get("mac") != ack_mac(key, ack):
-                raise StreamError("the client's acknowledgement is not signed with this connection's key")
+            check_ack(key, ack)  # constant time: the MAC is not probed byte by byte
             record["acked"] = True
             record["loaded"] = bool(ack.get("loaded"))
             record["retry"] = bool(ack.get("retry"))
@@ -364,6 +387,8 @@ class ImageServer(DockerManager):
         except (OSError, StreamError) as exc:
             record["error"] = record["error"] or str(exc)
         finally:
+            if preauth:
+                self.preauth.release(peer)
             record["seconds"] = round(time.monotonic() - start, 2)
             try:
                 conn.close()
@@ -425,6 +450,7 @@ class ImageServer(DockerManager):
         spool_path = os.path.join(spool_dir, f"{SPOOL_PREFIX}{params['content_hash'][:12]}-{os.getpid()}.tar")
         listener = self._listen()
         cap = params["max_connections"] or params["clients"] + 8
+        self.preauth = PreAuth(per_peer=PREAUTH_PER_PEER, total=cap)
         self._ready({"listening": True, "pid": os.getpid(), "port": params["port"]})
         spool = SaveSpool(self.docker, params["ref"], spool_path)
         start = time.monotonic()
@@ -450,7 +476,9 @@ class ImageServer(DockerManager):
                 except TimeoutError:
                     continue
                 with self.lock:
-                    full = self.active >= cap
+                    # Proven connections count against the cap, unproven ones against their own
+                    # budget (a few per address): a host that knocks many times cannot take the nodes' slots.
+                    full = self.active - self.preauth.count() >= cap or not self.preauth.admit(address[0])
                     if not full:
                         self.active += 1
                         self.last_activity = time.monotonic()

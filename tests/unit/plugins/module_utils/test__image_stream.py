@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import posixpath
 import socket
 import tarfile
 import threading
+import time
 
 import pytest
 
@@ -17,6 +19,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_stream impo
     AUTH,
     DATA,
     MAGIC,
+    MAX_HELLO,
+    PreAuth,
     StreamMac,
     StreamRefused,
     TarGate,
@@ -158,27 +162,109 @@ def archive(tags=(REF,), blob=None, repositories=None, fmt=tarfile.USTAR_FORMAT,
 
 def through_gate(data, step=777, **pins):
     gate = TarGate(REF, HASH, **pins)
-    out = bytearray()
     for start in range(0, len(data), step):
-        out += b"".join(bytes(c) for c in gate.feed(data[start:start + step]))
-    return gate, bytes(out)
+        gate.feed(data[start:start + step])
+    return gate, b""
 
 
-@pytest.mark.parametrize("fmt,long_names", [(tarfile.USTAR_FORMAT, False), (tarfile.PAX_FORMAT, True),
-                                            (tarfile.GNU_FORMAT, True)])
-def test_the_gate_holds_the_manifest_back_until_checked(fmt, long_names):
+@pytest.mark.parametrize("fmt,long_names", [(tarfile.USTAR_FORMAT, False), (tarfile.USTAR_FORMAT, True),
+                                            (tarfile.PAX_FORMAT, True), (tarfile.GNU_FORMAT, True)])
+def test_the_gate_reads_ustar_pax_and_gnu_archives_as_a_tar_reader_does(fmt, long_names):
     blob = config_blob()
     data = archive(fmt=fmt, long_names=long_names, repositories={"lanekit/thin": {"aaaaaaaaaaaa": "x"}})
-    gate, early = through_gate(data, config=config_digest_of_blob(blob))
-    with tarfile.open(fileobj=io.BytesIO(early + bytes(1024))) as tar:
-        early_names = tar.getnames()
-    assert "manifest.json" not in early_names and "repositories" not in early_names
-    assert any(name.endswith("layer.tar") for name in early_names)
+    gate, _unused = through_gate(data, config=config_digest_of_blob(blob))
     gate.verify()
-    with tarfile.open(fileobj=io.BytesIO(early + gate.finish())) as tar:
-        names = tar.getnames()
-        manifest = json.load(tar.extractfile("manifest.json"))
-    assert manifest[0]["RepoTags"] == [REF] and "repositories" in names and names[-2:] == ["manifest.json", "repositories"]
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        names = {posixpath.normpath(name) for name in tar.getnames()}
+    assert gate.names == names  # long names (ustar prefix, PAX path, GNU 'L') as tarfile reads them
+
+
+# -- the crafted archive of issue 22: a PAX size hides a whole second archive -----------------------
+def header(name, size, kind=tarfile.REGTYPE, fmt=tarfile.USTAR_FORMAT):
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.type = kind
+    return info.tobuf(format=fmt)
+
+
+def padded(data):
+    return data + bytes(-len(data) % 512)
+
+
+def pax_record(key, value):
+    body = f" {key}={value}\n"
+    size = len(body) + 1
+    while len(str(size)) + len(body) != size:
+        size = len(str(size)) + len(body)
+    return f"{size}{body}".encode()
+
+
+def pax_header(*records):
+    body = b"".join(pax_record(key, value) for key, value in records)
+    return header("././@PaxHeader", len(body), tarfile.XHDTYPE) + padded(body)
+
+
+def hidden_archive(tags=("evil/backdoor:latest", REF)):
+    """A whole archive of its own: a config blob, a manifest.json naming ``tags``, the end marker."""
+    return archive(tags=tags)
+
+
+def crafted(outer=None, hidden=None):
+    """The outer (pinned) archive with a member whose PAX size is 0 while its ustar size covers the
+    hidden archive: a reader that ignores the PAX size skips the hidden archive as that member's
+    body; docker (and tarfile) honour it and read the hidden archive's manifest, then stop at its end."""
+    outer = outer or archive()
+    hidden = hidden or hidden_archive()
+    member = pax_header(("size", 0)) + header("pad/hidden", len(hidden)) + hidden
+    return member + outer
+
+
+def test_the_crafted_archive_shows_the_gate_what_docker_sees_and_is_refused():
+    data = crafted()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:  # a reader like docker's: the hidden manifest
+        assert json.load(tar.extractfile("manifest.json"))[0]["RepoTags"] == ["evil/backdoor:latest", REF]
+    gate, _unused = through_gate(data)
+    assert gate.ended and "pad/hidden" in gate.names  # stopped at the hidden end marker, like docker
+    with pytest.raises(StreamRefused, match="not only the pinned"):
+        gate.verify()
+
+
+@pytest.mark.parametrize("make,match", [
+    # two path records in one PAX header (docker takes the last, the old gate took the first)
+    (lambda: pax_header(("path", "a.json"), ("path", "manifest.json")) + header("x", 0), "repeats the PAX record 'path'"),
+    # two PAX headers before one member
+    (lambda: pax_header(("path", "a")) + pax_header(("path", "b")) + header("x", 0),
+     "repeats a PAX or GNU long-name header"),
+    # a PAX path and a GNU long name on one member (docker takes the GNU one)
+    (lambda: pax_header(("path", "a")) + header("././@LongLink", 14, tarfile.GNUTYPE_LONGNAME, tarfile.GNU_FORMAT)
+     + padded(b"manifest.json\0") + header("x", 0), "both by a PAX path and a GNU long name"),
+    # a PAX header body far beyond any honest path or size record
+    (lambda: header("././@PaxHeader", 2 << 20, tarfile.XHDTYPE), "PAX or GNU long-name header"),
+    (lambda: header("././@LongLink", 2 << 20, tarfile.GNUTYPE_LONGNAME, tarfile.GNU_FORMAT), "long-name header"),
+    # a manifest.json of 2 MiB is not held in memory
+    (lambda: header("manifest.json", 2 << 20), "far more than a manifest"),
+    # the same member twice (a second manifest.json later in the stream)
+    (lambda: padded(header("manifest.json", 2) + b"[]") + header("./manifest.json", 2), "carries manifest.json twice"),
+    # a member kind docker save never writes
+    (lambda: header("dev", 0, tarfile.CHRTYPE), "kind of tar member"),
+    # a header whose checksum is wrong
+    (lambda: header("x", 0)[:148] + b"0000000\0" + header("x", 0)[156:], "checksum"),
+])
+def test_the_gate_refuses_what_docker_save_does_not_write(make, match):
+    data = make()
+    with pytest.raises(StreamRefused, match=match):
+        through_gate(data + bytes(1024))
+
+
+def test_the_gate_keeps_the_ustar_prefix_out_of_gnu_headers():
+    """A GNU header's bytes 345-500 are not a prefix (docker's reader ignores them there)."""
+    block = bytearray(header("manifest.json", 0, fmt=tarfile.GNU_FORMAT))
+    assert bytes(block[257:265]) == b"ustar  \0"
+    block[345:349] = b"evil"
+    block[148:156] = b"        "
+    block[148:156] = (b"%06o\0 " % sum(block))
+    gate, _unused = through_gate(bytes(block) + bytes(1024))
+    assert gate.names == {"manifest.json"}
 
 
 @pytest.mark.parametrize("make,match", [
@@ -221,3 +307,54 @@ def test_config_digest_is_the_same_from_inspect_and_from_the_blob():
     assert config_digest_of_inspect(inspect) == config_digest_of_blob(blob) == image_pin(inspect)["config"]
     inspect["Config"]["Entrypoint"] = ["other"]
     assert config_digest_of_inspect(inspect) != config_digest_of_blob(blob)
+
+
+# -- issue 22: the handshake before the peer proved anything ------------------------------------------
+def test_an_over_long_hello_is_refused_before_it_is_read():
+    def client(sock):
+        sock.sendall(b"A" + (MAX_HELLO + 1).to_bytes(8, "big"))  # and never the payload
+        return sock.recv(100)
+
+    def server(sock):
+        try:
+            return server_handshake(sock, "s3cret", 5)
+        finally:
+            sock.close()
+
+    out = run_pair(server, client)
+    assert out["client"] == b""  # closed at once, not after the deadline
+    assert isinstance(out["server_error"], StreamRefused) and "over-long" in str(out["server_error"])
+
+
+def test_the_handshake_has_one_deadline_however_slowly_the_bytes_come():
+    def trickle(sock):
+        for byte in b"A" + (50).to_bytes(8, "big") + b"{" * 50:
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                return
+            time.sleep(0.1)  # far inside any per-read timeout
+
+    took = {}
+
+    def server(sock):
+        start = time.monotonic()
+        try:
+            return server_handshake(sock, "s3cret", 0.5)
+        finally:
+            took["seconds"] = time.monotonic() - start
+            sock.close()  # the trickling client then sees the connection gone
+
+    out = run_pair(server, trickle)
+    assert isinstance(out["server_error"], StreamRefused) and "in time" in str(out["server_error"])
+    assert 0.4 < took["seconds"] < 1.5
+
+
+def test_pre_auth_admits_a_few_per_address_and_frees_a_slot_when_one_proves_itself():
+    limit = PreAuth(per_peer=2, total=3)
+    assert limit.admit("10.0.0.9") and limit.admit("10.0.0.9")
+    assert not limit.admit("10.0.0.9")  # a third from that address
+    assert limit.admit("10.0.0.2")
+    assert not limit.admit("10.0.0.3")  # all three slots held
+    limit.release("10.0.0.9")
+    assert limit.admit("10.0.0.3") and limit.count() == 3

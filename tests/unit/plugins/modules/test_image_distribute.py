@@ -196,44 +196,86 @@ def start_server(tmp_path, port, save, token="s3cret", clients=1, **extra):
 
 
 class LoadingNode:
-    """A node whose docker load writes what it reads to a file and, like docker, tags only what the
-    archive's manifest.json names."""
+    """A node whose docker load writes what it reads to a file and, like docker, tags what the
+    archive's manifest.json names (read as a tar reader does: up to the first end marker, PAX
+    headers honoured). Every docker load run is logged, with the bytes it read."""
 
     def __init__(self, tmp_path, name="node", base=False, blob_size=0):
         self.blob_size = blob_size
         self.pin = image_pin(pinned_inspect(blob_size=blob_size))
         self.out = tmp_path / f"loaded-{name}.tar"
+        self.log = tmp_path / f"loads-{name}.log"
+        self.tags_file = tmp_path / f"tags-{name}.txt"
+        self.spool_dir = tmp_path / f"spool-{name}"
         self.engine = FakeEngine()
         self.name = name
+        self.removed = set()
         if base:
             self.engine.add("lanekit/thin:old", labels={"io.lanekit.content-hash": "b" * 64}, layers=layer_diffs()[:1])
 
     def tagged(self):
-        if not self.out.exists():
-            return []
-        try:
-            with tarfile.open(self.out) as tar:
-                return json.load(tar.extractfile("manifest.json"))[0]["RepoTags"]
-        except (KeyError, tarfile.TarError):
-            return []
+        tags = self.tags_file.read_text().split() if self.tags_file.exists() else []
+        return [tag for tag in dict.fromkeys(tags) if tag not in self.removed]
+
+    def loads(self):
+        """How many bytes each docker load run read, in order."""
+        return [int(line) for line in self.log.read_text().split()] if self.log.exists() else []
 
     def responder(self, argv):
         if argv[1:3] == ["image", "inspect"] and argv[3:] == [REF]:
             if REF not in self.tagged():
                 return 1, "[]", "Error: No such image"
             return 0, json.dumps([pinned_inspect(blob_size=self.blob_size)]), ""
+        if argv[1:3] == ["image", "ls"] and "--format" in argv:
+            return 0, "\n".join(sorted(set(self.engine.images) | set(self.tagged()))), ""
+        if argv[1:4] == ["image", "rm", "--no-prune"]:
+            self.removed.add(argv[4])
+            self.engine.images.pop(argv[4], None)
+            return 0, "", ""
         return self.engine(argv)
 
+    def load_argv(self):
+        return [sys.executable, "-c", LOAD_SCRIPT, str(self.out), str(self.log), str(self.tags_file)]
+
     def run(self, port, token="s3cret", **extra):
-        load = [sys.executable, "-c", f"import shutil, sys; shutil.copyfileobj(sys.stdin.buffer, open({str(self.out)!r}, 'wb'))"]
+        load = self.load_argv()
         params = dict(ref=REF, content_hash=HASH, rootfs=self.pin["rootfs"], config=self.pin["config"], method="stream",
                       registry_ref=None, source=f"127.0.0.1:{port}", token=token, client_name=self.name,
                       connect_timeout=10, stream_timeout=10, delta=True, probe="arrival",
-                      probe_command=["/bin/sh", "-c", "true"], probe_timeout=10, docker_cli=None)
+                      probe_command=["/bin/sh", "-c", "true"], probe_timeout=10, docker_cli=None,
+                      spool_dir=str(self.spool_dir))
         params.update(extra)
         self.module = FakeModule(params, responder=self.responder)
         self.docker = StreamDocker(self.module, lambda args: load)
         return ImageDistributor(self.module, self.docker).run()
+
+
+LOAD_SCRIPT = r"""
+import json, sys, tarfile
+# Like docker load: a tar reader (PAX headers honoured) up to the archive's first end marker, whose
+# manifest.json tags at once, whatever follows on stdin; then the rest is drained.
+out, log, tags = sys.argv[1:4]
+seen = bytearray()
+class Tee:
+    def read(self, size=-1):
+        data = sys.stdin.buffer.read(size)
+        seen.extend(data)
+        return data
+manifest = None
+try:
+    with tarfile.open(fileobj=Tee(), mode="r|") as tar:
+        for member in tar:
+            if member.name == "manifest.json":
+                manifest = json.load(tar.extractfile(member))
+except (tarfile.TarError, ValueError):
+    pass
+if manifest:
+    with open(tags, "a") as handle:
+        handle.write("".join(tag + "\n" for tag in manifest[0].get("RepoTags") or []))
+seen.extend(sys.stdin.buffer.read())
+open(out, "wb").write(seen)
+open(log, "a").write(f"{len(seen)}\n")
+"""
 
 
 @pytest.mark.parametrize("clients", [1, 3])
@@ -466,3 +508,178 @@ def test_a_spool_dir_another_user_can_change_is_refused_before_serving(tmp_path,
     thread.join(timeout=30)
     assert f"spool directory (spool_dir) {spool} belongs to uid" in outcome["error"] or "writable" in outcome["error"]
     assert os.listdir(spool) == []
+
+
+# -- issue 22: nothing reaches docker load before it is proven; a failed load leaves no tag of its own
+def save_bytes_argv(path):
+    """A docker save that prints the bytes of ``path`` (a builder whose save was tampered with, or a
+    token holder serving what it likes)."""
+    return [sys.executable, "-c", "import sys; sys.stdout.buffer.write(open(sys.argv[1], 'rb').read())", str(path)]
+
+
+def test_an_archive_hiding_another_behind_a_pax_size_never_reaches_docker_load(tmp_path):
+    from tests.unit.plugins.module_utils.test__image_stream import crafted, hidden_archive
+    genuine = subprocess.run(save_argv(), capture_output=True, check=True).stdout
+    evil = tmp_path / "evil.tar"
+    evil.write_bytes(crafted(outer=genuine, hidden=hidden_archive()))
+    port = free_port()
+    thread, _outcome, _module = start_server(tmp_path, port, save_bytes_argv(evil), idle_timeout=2)
+    node = LoadingNode(tmp_path)
+    with pytest.raises(LanekitError, match="not only the pinned.*docker load never saw it"):
+        node.run(port, delta=False)
+    thread.join(timeout=30)
+    assert node.loads() == [] and node.tagged() == []  # docker load never ran: no evil tag, no tag at all
+    assert os.listdir(node.spool_dir) == []  # the private spool is gone with the task
+
+
+def test_a_load_that_fails_after_tagging_leaves_no_new_tag(tmp_path):
+    port = free_port()
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(), idle_timeout=2)
+    node = LoadingNode(tmp_path, base=True)
+    # A docker load that applied a tag of its own and then failed.
+    tagging_then_failing = [sys.executable, "-c", "import sys; sys.stdin.buffer.read(); "
+                            f"open({str(node.tags_file)!r}, 'a').write(chr(10) + 'other/extra:1' + chr(10)); sys.exit(1)"]
+    node.load_argv = lambda: tagging_then_failing
+    with pytest.raises(LanekitError, match="docker load on .* failed"):
+        node.run(port, delta=False)
+    thread.join(timeout=30)
+    assert node.tagged() == [] and "other/extra:1" in node.removed
+    assert "lanekit/thin:old" in node.engine.images  # a tag that was there before the load stays
+
+
+def test_a_stream_checked_in_a_private_spool_still_loads(tmp_path):
+    port = free_port()
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(blob_size=1 << 20), blob_size=1 << 20)
+    node = LoadingNode(tmp_path, blob_size=1 << 20)
+    result = node.run(port, delta=False)
+    thread.join(timeout=30)
+    assert result["action"] == "loaded" and node.tagged() == [REF]
+    assert node.loads() == [len(subprocess.run(save_argv(blob_size=1 << 20), capture_output=True, check=True).stdout)]
+    assert (os.stat(node.spool_dir).st_mode & 0o777) == 0o700 and os.listdir(node.spool_dir) == []
+
+
+# -- issue 22: unproven connections cannot hold the server -------------------------------------------
+def test_a_slow_loris_is_dropped_at_the_handshake_deadline(tmp_path, monkeypatch):
+    from ansible_collections.lanekit.serving.plugins.modules import image_serve
+    monkeypatch.setattr(image_serve, "AUTH_TIMEOUT", 1.0)
+    port = free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(), idle_timeout=1)
+    loris = socket.create_connection(("127.0.0.1", port))
+    trickle = b"A" + (100).to_bytes(8, "big") + b"{" * 100  # a hello frame, one byte every 0.3 s
+    start = time.monotonic()
+    dropped_after = None
+    for byte in trickle:
+        try:
+            loris.sendall(bytes([byte]))
+            loris.settimeout(0.3)
+            if loris.recv(100) is not None:  # the server said something or closed
+                dropped_after = time.monotonic() - start
+                break
+        except TimeoutError:
+            continue
+        except OSError:
+            dropped_after = time.monotonic() - start
+            break
+        if time.monotonic() - start > 5:
+            break
+    loris.close()
+    thread.join(timeout=30)
+    # Each byte came well within the old per-read timeout; the deadline counts the whole handshake.
+    assert dropped_after is not None and 0.8 < dropped_after < 2.5
+    assert outcome["refused"] >= 1
+
+
+def test_one_address_holds_at_most_two_unproven_connections_and_a_node_is_still_served(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.modules.image_serve import PREAUTH_PER_PEER
+    port = free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(), idle_timeout=2)
+    held = [socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0))
+            for _slot in range(PREAUTH_PER_PEER)]
+    time.sleep(0.3)
+    extra = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0))
+    extra.settimeout(2)
+    assert extra.recv(10) == b""  # the N+1th from that address is closed at once
+    node = LoadingNode(tmp_path)  # from 127.0.0.1, while the two are held
+    assert node.run(port, delta=False)["action"] == "loaded"
+    for sock in (*held, extra):
+        sock.close()
+    thread.join(timeout=30)
+    assert outcome["loaded"] == 1 and outcome["refused"] >= 1
+
+
+def test_an_acknowledgement_with_a_wrong_mac_is_refused(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+        AUTH,
+        END,
+        ack_mac,
+        client_handshake,
+        json_frame,
+        read_head,
+        recv_exact,
+    )
+    port = free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(), idle_timeout=1)
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.settimeout(10)
+    key = client_handshake(sock, "s3cret", "forger", {"content_hash": HASH, "have": []})
+    while True:
+        kind, length = read_head(sock)
+        recv_exact(sock, length)
+        if kind == END:
+            break
+    ack = {"loaded": True, "error": "", "retry": False}
+    mac = ack_mac(key, ack)
+    ack["mac"] = mac[:-1] + ("0" if mac[-1] != "0" else "1")  # one hex digit off
+    sock.sendall(json_frame(AUTH, ack))
+    sock.close()
+    thread.join(timeout=30)
+    record = outcome["served"][0]
+    assert record["client"] == "forger" and not record["acked"] and not record["loaded"]
+    assert "not signed with this connection's key" in record["error"] and outcome["loaded"] == 0
+
+
+# -- the builder's per-node signature on the plain stream too ------------------------------------------
+ORIGIN = "o" * 64
+
+
+@pytest.mark.parametrize("base", [False, True])  # the whole archive, and the shortened (delta) stream
+def test_a_stream_node_checks_the_builder_s_signature_for_it(tmp_path, base):
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import origin_key
+    port = free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(), origin_secret=ORIGIN, origin_nodes=["node"])
+    node = LoadingNode(tmp_path, base=base)
+    result = node.run(port, delta=base, origin_key=origin_key(ORIGIN, "node"))
+    thread.join(timeout=30)
+    assert result["action"] == "loaded" and result["skipped_layers"] == (1 if base else 0) and node.tagged() == [REF]
+
+
+def test_a_token_holder_serving_an_altered_layer_is_refused_before_docker_load(tmp_path):
+    """Every node holds the stream's secret, so one of them in the path can make a stream whose
+    digest matches; it cannot sign for this node, and docker load never sees the bytes."""
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import origin_key, origin_map
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+        DATA,
+        HEADER,
+        StreamMac,
+        server_handshake,
+    )
+    genuine = subprocess.run(save_argv(), capture_output=True, check=True).stdout
+    altered = bytearray(genuine)
+    altered[2000] ^= 0x01  # inside the first layer: the gate cannot tell, the signature can
+    signatures = origin_map(ORIGIN, ["node"], REF, HASH, len(genuine), hashlib.sha256(genuine).hexdigest())
+
+    def reply(conn):
+        _request, _client, key = server_handshake(conn, "s3cret")
+        mac = StreamMac(key)
+        conn.sendall(mac.frame(HEADER, b'{"ok": true, "offset": 0, "skipped_layers": 0}'))
+        conn.sendall(mac.frame(DATA, bytes(altered)))
+        conn.sendall(mac.end_frame({"total": len(genuine), "origin": signatures}))
+        conn.recv(1000)
+
+    port = free_port()
+    thread = fake_server(port, reply)
+    node = LoadingNode(tmp_path)
+    with pytest.raises(LanekitError, match="not the one the builder sent.*docker load never saw it"):
+        node.run(port, delta=False, origin_key=origin_key(ORIGIN, "node"))
+    thread.join(timeout=10)
+    assert node.loads() == [] and node.tagged() == []

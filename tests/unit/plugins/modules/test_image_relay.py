@@ -5,6 +5,8 @@ dies mid-chain and a relay that alters the bytes."""
 from __future__ import annotations
 
 import hashlib
+import hmac
+import socket
 import subprocess
 import sys
 import threading
@@ -64,7 +66,16 @@ def test_an_origin_signature_is_only_good_for_its_node_and_its_bytes():
         check_origin(end, "n2", origin_key(SECRET, "n1"), REF, HASH, 7, digest, "n1")
     with pytest.raises(StreamRefused, match="announced 7 bytes"):
         check_origin(end, "n2", origin_key(SECRET, "n2"), REF, HASH, 8, digest, "n1")
-    assert origin_key(SECRET, "n1") == hashlib.sha256(f"{SECRET}:n1".encode()).hexdigest()  # the role's Jinja
+
+
+def test_the_origin_key_is_an_hmac_of_the_name_and_the_role_s_filter_makes_the_same():
+    from ansible_collections.lanekit.serving.plugins.filter.origin_key import FilterModule
+    expected = hmac.new(SECRET.encode(), b"lanekit-image-origin-key/1:n1", hashlib.sha256).hexdigest()
+    assert origin_key(SECRET, "n1") == expected
+    assert FilterModule().filters()["origin_key"](SECRET, "n1") == expected  # what the role gives node n1
+    # Not the old sha256(secret:name), which a length extension or a ':' in a name could play with.
+    assert origin_key(SECRET, "n1") != hashlib.sha256(f"{SECRET}:n1".encode()).hexdigest()
+    assert origin_key(SECRET, "n1") != origin_key(SECRET, "n2")
 
 
 def test_the_window_serves_readers_from_their_offset_and_keeps_only_its_limit():
@@ -168,7 +179,8 @@ def _run_with_load(self, port, load, **extra):
     from tests.unit.plugins.modules.test_image_distribute import StreamDocker
     params = dict(ref=REF, content_hash=HASH, rootfs=self.pin["rootfs"], config=self.pin["config"],
                   registry_ref=None, token="s3cret", client_name=self.name, connect_timeout=10, stream_timeout=10,
-                  probe="arrival", probe_command=["/bin/sh", "-c", "true"], probe_timeout=10, docker_cli=None)
+                  probe="arrival", probe_command=["/bin/sh", "-c", "true"], probe_timeout=10, docker_cli=None,
+                  spool_dir=str(self.spool_dir))
     params.update(extra)
     self.module = FakeModule(params, responder=self.responder)
     return ImageDistributor(self.module, StreamDocker(self.module, lambda args: load)).run()
@@ -190,20 +202,20 @@ def test_a_chain_loads_every_node_and_the_builder_serves_only_the_first(tmp_path
     assert "loaded" in results["node-2"]["summary"] and "from the relay" in results["node-2"]["summary"]
 
 
-def test_a_node_whose_load_dies_mid_chain_fails_by_name_and_the_rest_re_route(tmp_path):
+def test_a_node_whose_load_dies_mid_chain_fails_by_name_and_still_relays(tmp_path):
     names = ["node-0", "node-1", "node-2"]
     # docker load on node-1 reads 256 KiB of the archive and dies.
     dying = [sys.executable, "-c", "import sys, time; sys.stdin.buffer.read(262144); sys.exit(1)"]
     nodes, results, outcome = run_chain(tmp_path, names, loads={"node-1": dying})
-    assert "docker load on" in results["node-1"]["error"] and "re-route to the builder" in results["node-1"]["error"]
+    assert "docker load on" in results["node-1"]["error"] and "exit 1" in results["node-1"]["error"]
     assert not nodes["node-1"].tagged()
     for name in ("node-0", "node-2"):
         assert results[name].get("action") == "loaded", results[name]
         assert nodes[name].tagged() == [REF]
-    assert [item["node"] for item in results["node-2"]["rerouted"]] == ["node-1"]
-    assert "re-routed around node-1" in results["node-2"]["summary"]
-    assert sorted(item["client"] for item in outcome["served"]) == ["node-0", "node-2"]
-    assert [item for item in outcome["served"] if item["client"] == "node-2"][0]["loaded"] is True
+    # node-1 loads from its spool once the bytes are proven; its successor already has them (or gets
+    # them from its window) whatever node-1's own load does, so nobody re-routes.
+    assert results["node-2"]["rerouted"] == []
+    assert [item["client"] for item in outcome["served"]] == ["node-0"]
 
 
 def test_a_relay_that_alters_the_bytes_is_caught_and_the_node_loads_from_the_builder(tmp_path):
@@ -258,3 +270,171 @@ def test_the_append_that_would_overfill_the_window_waits_for_the_first_reader_to
     window.append(b"b" * 223224)  # over the limit: waits for the reader instead of trimming
     joiner.join()
     assert window.base == 0 and window.read(late["reader"], 0.01)[:1] == b"a"
+
+
+# -- issue 22 ------------------------------------------------------------------------------------------
+def evil_window(data, names, genuine):
+    """A relay window holding ``data`` with the builder's signatures of ``genuine``."""
+    window = RelayWindow(64 << 20, stall=5)
+    window.append(data)
+    window.finish({"total": len(genuine), "origin": origin_map(SECRET, names, REF, HASH, len(genuine),
+                                                               hashlib.sha256(genuine).hexdigest())})
+    return window
+
+
+def test_a_relay_hiding_an_archive_behind_a_pax_size_never_reaches_docker_load(tmp_path):
+    """The crafted archive of issue 22: a member whose PAX size hides a whole archive (manifest.json
+    naming another tag, and its own end marker). docker load would tag at that end marker; the node
+    hands docker nothing before the builder's signature over every byte matched."""
+    from tests.unit.plugins.module_utils.test__image_stream import crafted, hidden_archive
+    genuine = subprocess.run(save_argv(blob_size=BLOB), capture_output=True, check=True).stdout
+    names = ["evil", "node-1"]
+    port = free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(blob_size=BLOB), clients=2, blob_size=BLOB,
+                                            origin_secret=SECRET, origin_nodes=names, idle_timeout=30,
+                                            stop_file=str(tmp_path / "stop"))
+    evil = RelayServer(evil_window(crafted(outer=genuine, hidden=hidden_archive()), names, genuine),
+                       "s3cret", "evil", REF, HASH, keepalive=0.2, ack_timeout=10)
+    evil_port = free_port()
+    evil.listen("127.0.0.1", evil_port)
+    node = LoadingNode(tmp_path, "node-1", blob_size=BLOB)
+    try:
+        result = node.run(port, **relay_params(port, names, {"evil": evil_port, "node-1": free_port()}, "node-1"))
+    finally:
+        evil.close()
+        (tmp_path / "stop").write_text("")
+        thread.join(timeout=30)
+    assert result["action"] == "loaded" and result["rerouted"][0]["node"] == "evil"
+    assert node.loads() == [len(genuine)]  # docker load ran once, on the builder's bytes only
+    assert node.tagged() == [REF]  # the hidden archive's tags never reached it
+
+
+def test_a_relay_that_corrupts_then_drops_makes_its_successor_start_over_not_fail(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+        DATA,
+        HEADER,
+        StreamMac,
+        server_handshake,
+    )
+    genuine = subprocess.run(save_argv(blob_size=BLOB), capture_output=True, check=True).stdout
+    altered = bytearray(genuine[:len(genuine) // 2])
+    altered[len(altered) // 2] ^= 0xFF
+    names = ["evil", "node-1"]
+    port, evil_port = free_port(), free_port()
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(blob_size=BLOB), clients=2, blob_size=BLOB,
+                                            origin_secret=SECRET, origin_nodes=names, idle_timeout=30,
+                                            stop_file=str(tmp_path / "stop"))
+    listener = socket.create_server(("127.0.0.1", evil_port))
+
+    def corrupt_then_drop():  # half the archive, one byte changed, then gone
+        conn, _addr = listener.accept()
+        with conn:
+            _request, _client, key = server_handshake(conn, "s3cret")
+            mac = StreamMac(key)
+            conn.sendall(mac.frame(HEADER, b'{"ok": true, "offset": 0, "skipped_layers": 0}'))
+            conn.sendall(mac.frame(DATA, bytes(altered)))
+        listener.close()
+
+    evil = threading.Thread(target=corrupt_then_drop)
+    evil.start()
+    node = LoadingNode(tmp_path, "node-1", blob_size=BLOB)
+    try:
+        result = node.run(port, **relay_params(port, names, {"evil": evil_port, "node-1": free_port()}, "node-1"))
+    finally:
+        evil.join(timeout=10)
+        (tmp_path / "stop").write_text("")
+        thread.join(timeout=30)
+    # Dropped: the rest from the builder; the builder's signature fails over the whole; start over at 0.
+    assert result["action"] == "loaded" and node.tagged() == [REF] and node.loads() == [len(genuine)]
+    assert [item["node"] for item in result["rerouted"]] == ["evil", "evil"]
+    assert "not the one the builder sent" in result["rerouted"][1]["reason"]
+    assert [item["client"] for item in outcome["served"]] == ["node-1", "node-1"]
+
+
+def fetch_from(port, name, token="s3cret", ack_mac_wrong=False):
+    """A client of a relay listener: handshake as ``name``, read to the end, acknowledge."""
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+        AUTH,
+        END,
+        ERROR,
+        ack_mac,
+        client_handshake,
+        json_frame,
+        read_head,
+        recv_exact,
+    )
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.settimeout(10)
+    try:
+        key = client_handshake(sock, token, name, {"content_hash": HASH, "have": [], "offset": 0, "relay": True})
+        got = 0
+        while True:
+            kind, length = read_head(sock)
+            payload = recv_exact(sock, length)
+            if kind == ERROR:
+                return payload.decode()
+            got += length if kind == b"D" else 0
+            if kind == END:
+                break
+        ack = {"loaded": True, "error": ""}
+        ack["mac"] = "0" * 64 if ack_mac_wrong else ack_mac(key, ack)
+        sock.sendall(json_frame(AUTH, ack))
+        return got
+    finally:
+        sock.close()
+
+
+def served_records(server, count):
+    with server.lock:
+        server.lock.wait_for(lambda: len(server.records) >= count and server.active == 0, 10)
+        return list(server.records)
+
+
+def test_a_relay_serves_only_its_named_successor_and_checks_its_acknowledgement():
+    window = RelayWindow(1 << 20, stall=5)
+    window.append(b"q" * 1000)
+    window.finish({"total": 1000, "origin": {}})
+    server = RelayServer(window, "s3cret", "n1", REF, HASH, keepalive=0.2, ack_timeout=5, successor="n2")
+    port = free_port()
+    server.listen("127.0.0.1", port)
+    try:
+        # Another token holder (every node holds the run's secret) is not n1's successor.
+        assert "relays only to n2" in fetch_from(port, "n3")
+        assert fetch_from(port, "n2", ack_mac_wrong=True) == 1000
+        assert fetch_from(port, "n2") == 1000
+        records = served_records(server, 3)
+    finally:
+        server.close()
+    assert records[0]["client"] == "n3" and records[0]["bytes"] == 0 and "not the successor" in records[0]["error"]
+    assert not records[1]["acked"] and not records[1]["loaded"] and "not signed" in records[1]["error"]
+    assert records[2]["acked"] and records[2]["loaded"]
+
+
+def test_a_successor_that_reads_below_the_minimum_rate_is_dropped():
+    window = RelayWindow(1 << 20, stall=0.4, min_rate=50 << 20)  # 50 MiB/s: far above this reader's pace
+    reader = window.join(0)
+    window.append(b"y" * (1 << 20))
+    window.append(b"y" * (1 << 20))  # now 2 MiB ahead of the reader: the next append waits for it
+    stop = threading.Event()
+
+    def crawl():  # keeps reading, a few KiB at a time: never stalled, just slow
+        while not stop.is_set():
+            try:
+                with window.cond:
+                    if reader in window.dropped:
+                        return
+                    window.readers[reader] += 4096
+                    window.cond.notify_all()
+            except KeyError:
+                return
+            time.sleep(0.05)
+
+    crawler = threading.Thread(target=crawl)
+    crawler.start()
+    start = time.monotonic()
+    dropped = window.append(b"y" * 10)
+    stop.set()
+    crawler.join()
+    assert dropped == [reader] and 0.3 < time.monotonic() - start < 3
+    fast = RelayWindow(1 << 20, stall=0.4, min_rate=0)  # min rate 0: a crawling reader is waited for
+    assert fast.min_rate == 0
