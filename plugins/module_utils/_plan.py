@@ -18,7 +18,7 @@ import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint, _plan_layout
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._files import check_output_path, write_output
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, host_env, rank_container
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
@@ -489,14 +489,7 @@ def write_plan_file(path: str, plan: dict) -> bool:
     """Write the plan JSON atomically; return True only when the content changed. Path problems are sentences."""
     content = json.dumps(plan, indent=2, sort_keys=True) + "\n"
     where = f"plan_file {path}"
-    if os.path.isdir(path):
-        raise LanekitError(f"{where} is a directory; give the path of a file, e.g. {os.path.join(path, 'plan.json')}.")
-    parent = os.path.dirname(os.path.abspath(path))
-    probe = parent
-    while probe and not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if probe and not os.path.isdir(probe):
-        raise LanekitError(f"{where} cannot be written: {probe} is a file, not a directory.")
+    check_output_path(path, where, "plan.json")
     if os.path.isfile(path):
         try:
             with open(path, encoding="utf-8") as handle:
@@ -505,17 +498,8 @@ def write_plan_file(path: str, plan: dict) -> bool:
                     return False
         except (OSError, UnicodeDecodeError):
             pass  # rewritten below, or the write says why not
-    try:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise LanekitError(f"{where} cannot be written: its directory {parent} cannot be created "
-                           f"({exc.strerror or exc}).") from None
-    try:
-        # Reports are the operator's: the plan names hosts, paths and the secrets' names.
-        atomic_write(path, content, mode=0o600)
-    except OSError as exc:
-        raise LanekitError(f"{where} cannot be written in {parent}: {exc.strerror or exc}.") from None
-    return True
+    # Reports are the operator's: the plan names hosts, paths and the secrets' names.
+    return write_output(path, content, where, mode=0o600, dir_mode=0o700, example="plan.json")
 
 
 def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict], lint_skip=None,
