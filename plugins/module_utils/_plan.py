@@ -35,7 +35,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
     secret_spec,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._stage_revisions import revision_path
-from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, plain
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import ascii_digits, describe, plain
 
 CONTAINER_PREFIX = "lanekit-"
 LABEL = "io.lanekit"
@@ -140,7 +140,7 @@ def device_requests(gpus) -> list[dict]:
     request: dict = {"driver": "nvidia", "capabilities": [["gpu"]]}
     if value == "all":
         request["count"] = -1
-    elif value.isdigit():
+    elif ascii_digits(value):
         request["count"] = int(value)
     else:
         request["device_ids"] = value.split(",")
@@ -475,6 +475,15 @@ def check_cluster(cluster: dict) -> None:
                 f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected a list of text entries "
                 f"(e.g. [/dev/infiniband]) in the inventory."
             )
+        else:
+            # Each entry becomes one docker argument: "/dev/a /dev/b" would be one --device naming no device.
+            for index, entry in enumerate(value):
+                if any(c.isspace() for c in entry):
+                    raise LanekitError(
+                        f"{_CLUSTER_VARIABLES[key]}[{index}] is {describe(entry)}, which holds a space or a line break; "
+                        f"each entry is one docker argument: write one entry per item in the inventory "
+                        f"(e.g. [/dev/infiniband/uverbs0, /dev/infiniband/rdma_cm])."
+                    )
     for key in ("weights_root", "rank_gpus", "rank_shm_size", "head_host", "rank_visible_devices"):
         value = cluster[key]
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and key == "rank_gpus"):
@@ -482,6 +491,12 @@ def check_cluster(cluster: dict) -> None:
         if not isinstance(value, str) or any(c.isspace() for c in value):
             raise LanekitError(
                 f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected text without spaces in the inventory."
+            )
+        if key == "rank_gpus" and any(c.isdigit() and c not in "0123456789" for c in value):
+            # '8²' passes str.isdigit but is no GPU count docker (or int()) reads.
+            raise LanekitError(
+                f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected all, a GPU count or device ids written "
+                f"with the digits 0-9 (e.g. 8 or device=0,1) in the inventory."
             )
 
 
