@@ -407,7 +407,11 @@ def table(plan: dict) -> str:
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     head = plan["ranks"][0]
     lines.append("")
-    lines.append(f"image   {plan['image']['ref']}  (base {plan['image']['base_ref']})")
+    # The tag is shown beside the digest because only the digest is pulled: a tag edited in image.yml without its
+    # digest changes nothing in the image, and the table makes that visible (docs/images.md).
+    tag = plan["image"].get("tag")
+    lines.append(f"image   {plan['image']['ref']}  (base {plan['image']['base_ref']}"
+                 + (f", tag {tag})" if tag else ")"))
     lines.append(f"weights {plan['weights']['path']}  (read-only, revision {plan['weights']['revision'] or 'unpinned'})")
     lines.append(f"api     http://{plan['api']['address']}:{plan['api']['port']}/v1  model {plan['api']['served_model_name']}")
     lines.append("rank 0  " + " ".join(_quote(a) for a in head["entrypoint"] + head["command"]))

@@ -34,7 +34,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose im
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import RecipeSource
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, load_file, whole_number
 
-DIGEST_IN_REF_RE = re.compile(r"^(?P<repo>[^@]+)@(?P<digest>sha256:[0-9a-f]{64})$")
+DIGEST_IN_REF_RE = re.compile(r"(?P<repo>[^@]+)@(?P<digest>sha256:[0-9a-f]{64})")  # fullmatch: no trailing newline
 
 
 @dataclasses.dataclass
@@ -192,7 +192,7 @@ def image_spec(src: RecipeSource, result: dict, lane: dict, arch: str, previous:
     """
     ref = _recipe_lane.docker_image(src, result["choice"]["hardware"], result["choice"]["variant"])
     digests: dict = {}
-    match = DIGEST_IN_REF_RE.match(ref)
+    match = DIGEST_IN_REF_RE.fullmatch(ref)
     if match:
         repository, tag, digests = match["repo"], "pinned", {arch: match["digest"]}
         if ":" in repository.rsplit("/", 1)[-1]:
