@@ -149,6 +149,12 @@ def _split(engine: _engines.Engine, cmd: dict, src: RecipeSource, comments: dict
     i = 0
     while i < len(tail):
         flag, origin = tail[i], origins[i]
+        if not isinstance(flag, str) or not re.fullmatch(r"--?[A-Za-z0-9][^\s]*", flag):
+            # A lane maps flags to values: a stray value or a flag with a space cannot be one of its keys.
+            raise LanekitError(
+                f"recipe {src.name}: the composed command has {flag!r} where a flag (--name) is expected, from "
+                f"{origin}; a lane cannot hold it. Give each value right after its flag there (and flags without "
+                "spaces).")
         has_value = i + 1 < len(tail) and not str(tail[i + 1]).startswith("-")
         value = tail[i + 1] if has_value else True
         i += 2 if has_value else 1
