@@ -88,6 +88,7 @@ if yaml is not None:
                             key_node.start_mark.line + 1)
                     seen[key] = key_node.start_mark.line + 1
             return super().construct_mapping(node, deep=deep)
+
     class Yaml12Loader(LanekitLoader):  # pylint: disable=too-many-ancestors
         """LanekitLoader with YAML 1.2's booleans (only true/false), as js-yaml reads vLLM recipes: an
         unquoted ``on`` or ``no`` stays a string."""

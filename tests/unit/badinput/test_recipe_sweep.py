@@ -153,9 +153,9 @@ def test_every_profile_and_strategy_field_of_the_wrong_kind_compiles_or_is_one_s
                 mutated = set_path(doc, base + sub, value)
                 tree_of = _taxonomy_tree if what == "taxonomy" else _strategy_tree
                 tree_args = (mutated, profiles, strategies, case["strategy"])
-                compile_or_sentence(lambda t=tree_of, a=tree_args: recipe_from_data(copy.deepcopy(data), path, root,
-                                                                                      tree=t(*a)),
-                                    choice, f"{label} {what}: {'.'.join(map(str, base + sub))} = {value!r}")
+                compile_or_sentence(
+                    lambda t=tree_of, a=tree_args: recipe_from_data(copy.deepcopy(data), path, root, tree=t(*a)),
+                    choice, f"{label} {what}: {'.'.join(map(str, base + sub))} = {value!r}")
 
 
 def _taxonomy_tree(mutated, _profiles, strategies, _strategy):

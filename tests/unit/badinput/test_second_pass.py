@@ -84,10 +84,11 @@ BROKEN_RECIPES = [
     ("strategy_overrides.single_node_tep", ["--x"], "key 'strategy_overrides.single_node_tep' is a list"),
     ("strategy_hardware", "all", "key 'strategy_hardware' is 'all' (a string)"),
     ("strategy_hardware.single_node_dep", ["b200"], "key 'strategy_hardware.single_node_dep' is a list"),
-    ("variants.default.vram_minimum_gb", "733", "key 'variants.default.vram_minimum_gb' is '733' (a string); "
-                                                 "expected a finite number of at least 0 (write the number without quotes)"),
-    ("variants.fp8.extra_args", "--max-model-len 16384", "key 'variants.fp8.extra_args' is '--max-model-len 16384' "
-                                                          "(a string); expected a list of text tokens"),
+    ("variants.default.vram_minimum_gb", "733",
+     "key 'variants.default.vram_minimum_gb' is '733' (a string); expected a finite number of at least 0 "
+     "(write the number without quotes)"),
+    ("variants.fp8.extra_args", "--max-model-len 16384",
+     "key 'variants.fp8.extra_args' is '--max-model-len 16384' (a string); expected a list of text tokens"),
     ("opt_in_features", "text_only", "key 'opt_in_features' is 'text_only' (a string); expected a list of names"),
     ("variants.fp8.default_modes.spec_decoding", ["eagle"], "key 'variants.fp8.default_modes.spec_decoding' is a list"),
     ("features.spec_decoding.modes", ["mtp"], "key 'features.spec_decoding.modes' is a list"),
@@ -180,7 +181,7 @@ def test_a_list_valued_feature_mode_choice_is_a_refusal_not_unhashable():
 
 def test_an_unknown_hardware_lists_the_known_profiles():
     with pytest.raises(RecipeRefusal) as err:
-        compile_recipe(load_recipe(TINY, TREE), Choice(**dict(CHOICE, hardware="h100x")))
+        compile_recipe(load_recipe(TINY, TREE), Choice(**{**CHOICE, "hardware": "h100x"}))
     assert "known: " in one_sentence(err) and "h200" in str(err.value)
 
 
