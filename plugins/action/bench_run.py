@@ -49,9 +49,9 @@ ARGUMENT_SPEC = dict(
     plan=dict(type="dict", required=True),
     lane_settings=dict(type="raw"),
     cli_settings=dict(type="raw"),
-    run_dir=dict(type="path", required=True),
-    venv=dict(type="path", required=True),
-    tokenizer=dict(type="path", required=True),
+    run_dir=dict(type="path"),
+    venv=dict(type="path"),
+    tokenizer=dict(type="path"),
     containers=dict(type="list", elements="dict", default=[]),
     unreachable=dict(type="list", elements="str", default=[]),
     api_address=dict(type="str"),
@@ -60,6 +60,8 @@ ARGUMENT_SPEC = dict(
     bench_host=dict(type="str", default=""),
     host_venv=dict(type="str", default=""),
     host_root=dict(type="str", default=""),
+    # Only merge and check the settings (the bench role's first step, before any host is contacted).
+    settings_only=dict(type="bool", default=False),
 )
 
 
@@ -99,13 +101,19 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=str(exc))
             return result
         finally:
-            if args["bench_host"]:
+            if args["bench_host"] and not args["settings_only"]:
                 self._remove_tmp_path(self._connection._shell.tmpdir)
 
     def _run(self, args: dict, result: dict) -> dict:
         plan = args["plan"]
         lane = plan.get("lane", "?")
         settings = bset.merge(args.get("lane_settings"), args.get("cli_settings"), lane)
+        if args["settings_only"]:
+            result.update(changed=False, settings=settings, msg="the bench settings are valid")
+            return result
+        missing = [key for key in ("run_dir", "venv", "tokenizer") if not args.get(key)]
+        if missing:
+            raise LanekitError(f"bench_run needs {', '.join(missing)} (the bench role sets them).")
         remote = bool(args["bench_host"])
         if remote and not (args["host_venv"] and args["host_root"]):
             raise LanekitError("bench_run with bench_host needs host_venv and host_root (the bench role sets both).")

@@ -27,12 +27,15 @@ ARGUMENT_SPEC = dict(
     lane=dict(type="str", required=True),
     found=dict(type="dict", default={}),
     ranks=dict(type="raw"),
-    lines=dict(type="int", default=100),
+    # raw: '-5' and 'all' are refused with a sentence by _logmerge.parse_lines, not cast to -5 or 0.
+    lines=dict(type="raw"),
     since=dict(type="str"),
     grep=dict(type="str"),
     fold=dict(type="bool", default=True),
     from_archive=dict(type="str", default=""),
     reports_dir=dict(type="str"),
+    # Only check the options (the playbook's first task, before any node is contacted).
+    check_only=dict(type="bool", default=False),
 )
 
 
@@ -89,6 +92,8 @@ def archive_streams(path: str) -> dict[tuple[int, str], list[str]]:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
+    # Controller only: the lines come from the nodes' registered results or an archive.
+    _requires_connection = False
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def run(self, tmp=None, task_vars=None):
@@ -97,9 +102,13 @@ class ActionModule(ActionBase):
         del tmp
         _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
-            ranks = logmerge.parse_ranks(args.get("ranks"))
-            since_s = logmerge.parse_since(args.get("since"))
-            grep = logmerge.compile_grep(args.get("grep"))
+            options = logmerge.check_options(lines=args.get("lines"), ranks=args.get("ranks"),
+                                             since=args.get("since"), grep=args.get("grep"))
+            if args["check_only"]:
+                result.update(changed=False, msg="the logs options are valid", lines=options["lines"],
+                              ranks=options["ranks"])
+                return result
+            ranks, since_s, grep = options["ranks"], options["since_s"], options["grep"]
             notes: list[str] = []
             source = "live containers"
             if args["from_archive"]:
@@ -116,7 +125,11 @@ class ActionModule(ActionBase):
         except logmerge.LogOptionError as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        merged = logmerge.merge(streams, ranks=ranks, lines=args["lines"], since_s=since_s, now=now, grep=grep,
+        missing = logmerge.missing_ranks(ranks, streams, notes) if streams else None
+        if missing:
+            result.update(failed=True, msg=f"logs of lane {args['lane']} ({source}): {missing}")
+            return result
+        merged = logmerge.merge(streams, ranks=ranks, lines=options["lines"], since_s=since_s, now=now, grep=grep,
                                 folding=args["fold"])
         shown = sorted({k[0] for k in streams if ranks is None or k[0] in ranks})
         header = f"logs of lane {args['lane']} ({source}): {len(merged)} lines from {len(shown)} ranks"

@@ -16,12 +16,13 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_cluster, _recipe_lane
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._files import write_output
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import LANE_NAME_RE
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import reports_root
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe, public
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
 
 ARGUMENT_SPEC = {
     "recipe": {"type": "str", "required": True},
@@ -79,15 +80,9 @@ def choice_from_args(args: dict) -> Choice:
                   pd=_mapping(args.get("pd"), "pd"))
 
 
-def write_if_changed(path: str, text: str) -> bool:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            if handle.read() == text:
-                return False
-    except OSError:
-        pass
-    atomic_write(path, text)
-    return True
+def write_if_changed(path: str, text: str, where: str = "", example: str = "") -> bool:
+    """Write ``text`` when it differs; a path that is a directory, under a file or unwritable is one sentence."""
+    return write_output(path, text, where or f"{path}", example=example)
 
 
 def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
@@ -106,7 +101,8 @@ def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
         out["commands_file"] = commands_file
         if not check_mode:
             text = json.dumps(public(result), indent=2) + "\n"
-            out["changed"] = write_if_changed(commands_file, text) or out["changed"]
+            out["changed"] = write_if_changed(commands_file, text, f"commands_file {commands_file}",
+                                              "commands.json") or out["changed"]
     if lane_file or not commands_file:
         if lane_file:
             lane_file = os.path.join(cwd, lane_file)
@@ -130,7 +126,8 @@ def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
         text = _recipe_lane.render(lane, comments, header)
         out["lane_file"], out["lane"] = lane_file, name
         if not check_mode:
-            out["changed"] = write_if_changed(lane_file, text) or out["changed"]
+            out["changed"] = write_if_changed(lane_file, text, f"lane_file {lane_file}", f"{name}.yml") \
+                or out["changed"]
     return out
 
 
@@ -159,8 +156,8 @@ def compile_for_cluster(args: dict, cwd: str, cluster: _recipe_cluster.Cluster, 
 
 
 def _write_creating_dirs(path: str, text: str) -> bool:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    return write_if_changed(path, text)
+    # The reports directory (lanekit_reports_dir) is where recipe lanes are written: name it when it cannot hold them.
+    return write_if_changed(path, text, f"the recipe lane's file {path} (under lanekit_reports_dir)")
 
 
 def cluster_from_vars(task_vars: dict, group: str, template) -> _recipe_cluster.Cluster:
@@ -175,9 +172,10 @@ def cluster_from_vars(task_vars: dict, group: str, template) -> _recipe_cluster.
         value = head.get(name)
         return template(value) if value not in (None, "") else None
 
+    # Text is read as a number only when it is ASCII digits ("8²" passes str.isdigit); the cluster says why not.
     gpus = var("lanekit_gpus_per_node")
-    if isinstance(gpus, str) and gpus.strip().isdigit():
-        gpus = int(gpus)
+    if isinstance(gpus, str) and whole_number(gpus) is not None:
+        gpus = whole_number(gpus)
     inventory = task_vars.get("inventory_dir") or "the inventory"
     return _recipe_cluster.Cluster(hosts=hosts, hardware=var("lanekit_hardware"), gpus_per_node=gpus,
                                    arch=str(var("lanekit_node_arch") or "amd64"), where=f"inventory {inventory}")

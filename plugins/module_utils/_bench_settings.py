@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import ascii_digits, describe, whole_number
 
 # The bring-up report's bench: tool-eval-bench v3.0.0, seed 42, hard mode, c1/c2, pp2048/tg128
 # at depths 0/4096/8192 (its "Bench" section); 3 runs per point is llama-benchy's default.
@@ -58,7 +59,7 @@ def _int_list(value: Any) -> list[int] | None:
     """A list of whole numbers from a list or a "1,2" string; None when it is neither."""
     if isinstance(value, str):
         parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts or not all(p.isdigit() for p in parts):
+        if not parts or not all(ascii_digits(p) for p in parts):
             return None
         return [int(p) for p in parts]
     if isinstance(value, list) and value and all(_is_int(v) for v in value):
@@ -84,15 +85,15 @@ def check_layer(layer: Any, source: str) -> dict[str, Any]:
         if key not in DEFAULTS:
             raise LanekitError(f"{where} is not a bench setting; known keys: {', '.join(sorted(DEFAULTS))}.")
         if key in _INT_KEYS:
-            if isinstance(value, str) and value.strip().isdigit():
-                value = int(value)
+            if isinstance(value, str) and whole_number(value) is not None:
+                value = whole_number(value)
             if not _is_int(value) or value < _MINIMUM[key]:
-                raise LanekitError(f"{where} is {value!r}; expected a whole number >= {_MINIMUM[key]}.")
+                raise LanekitError(f"{where} is {describe(value)}; expected a whole number >= {_MINIMUM[key]}.")
         elif key in _BOOL_KEYS:
             if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
                 value = value.lower() in ("true", "yes")
             if not isinstance(value, bool):
-                raise LanekitError(f"{where} is {value!r}; expected true or false.")
+                raise LanekitError(f"{where} is {describe(value)}; expected true or false.")
         elif key in _LIST_KEYS:
             parsed = _int_list(value)
             if parsed is None or any(v < (1 if key == "concurrency" else 0) for v in parsed):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import stat as statmod
 
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
 
 def fsync_dir(path: str) -> None:
     """fsync a directory so a rename inside it survives a crash; best effort (some filesystems refuse)."""
@@ -140,3 +142,40 @@ def rmtree_inside(root: str, rel: str) -> None:
         _rmtree_fd(fd, parts[-1])
     finally:
         os.close(fd)
+def check_output_path(path: str, where: str, example: str = "") -> str:
+    """Refuse, with a sentence, an output path that cannot be a file: a directory, or one under a file.
+    Returns its parent directory. ``where`` names the option (``plan_file /x``); ``example`` the file
+    name a directory path probably meant."""
+    if os.path.isdir(path):
+        hint = f", e.g. {os.path.join(path, example)}" if example else ""
+        raise LanekitError(f"{where} is a directory; give the path of a file{hint}.")
+    parent = os.path.dirname(os.path.abspath(path))
+    probe = parent
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if probe and not os.path.isdir(probe):
+        raise LanekitError(f"{where} cannot be written: {probe} is a file, not a directory.")
+    return parent
+
+
+def write_output(path: str, data: bytes | str, where: str, mode: int = 0o644, dir_mode: int = 0o755,
+                 example: str = "") -> bool:
+    """Write an output file the user named (a plan, a lane, a commands file) atomically when its content
+    changed; True when written. Every path problem is one sentence naming ``where``, never OS text alone."""
+    parent = check_output_path(path, where, example)
+    content = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        if read_bytes(path) == content:
+            return False
+    except OSError:
+        pass  # unreadable: the write below says why, or replaces it
+    try:
+        os.makedirs(parent, mode=dir_mode, exist_ok=True)
+    except OSError as exc:
+        raise LanekitError(f"{where} cannot be written: its directory {parent} cannot be created "
+                           f"({exc.strerror or exc}).") from None
+    try:
+        atomic_write(path, content, mode=mode)
+    except OSError as exc:
+        raise LanekitError(f"{where} cannot be written in {parent}: {exc.strerror or exc}.") from None
+    return True

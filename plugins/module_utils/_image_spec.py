@@ -29,7 +29,8 @@ except ImportError:  # pragma: no cover - a host without the collection's loader
     def plain(value):
         return value
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+# Always used with fullmatch: '$' alone accepts a trailing newline ("sha256:...\n" counted as pinned).
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 DIGEST_PREFIX_RE = re.compile(r"^(sha256:)?[0-9a-f]{4,63}…?$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 # A Dockerfile ARG name; anything else (a space, '=', a newline) would change the instruction.
@@ -71,6 +72,9 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
         )
     spec_dir = os.path.join(images_dir, name)
     path = os.path.join(spec_dir, "image.yml")
+    if data is None and os.path.isdir(path):
+        raise LanekitError(f"{path} is a directory, not an image spec file; image '{name}' needs its settings in "
+                           f"{path} as a YAML file (name, upstream, entrypoint).")
     if data is None and not os.path.isfile(path):
         known = sorted(d for d in os.listdir(images_dir) if os.path.isfile(os.path.join(images_dir, d, "image.yml"))) \
             if os.path.isdir(images_dir) else []
@@ -131,7 +135,16 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
         patch_path = os.path.normpath(os.path.join(spec_dir, patch["file"]))
         if not patch_path.startswith(spec_dir + os.sep) or not os.path.isfile(patch_path):
             raise LanekitError(f"{_where(path, f'patches[{index}].file')}: {patch['file']!r} is not a file under {spec_dir}.")
+        # Resolved, not only normalised: a symlink under the folder pointing outside it would put
+        # (and hash) a file the spec's review never saw into the image.
+        real_dir = os.path.realpath(spec_dir)
+        if not os.path.realpath(patch_path).startswith(real_dir + os.sep):
+            raise LanekitError(
+                f"{_where(path, f'patches[{index}].file')}: {patch['file']!r} resolves to "
+                f"{os.path.realpath(patch_path)}, outside {spec_dir} (a symbolic link out of the spec folder); "
+                f"copy the patch into the folder instead.")
         patches.append(dict(patch, path=patch_path))
+    _check_labels(path, spec.get("labels") or {})
     _check_build_args(path, spec.get("build_args") or {})
     spec = dict(spec)
     spec["patches"] = patches
@@ -141,6 +154,21 @@ def load_image_spec(images_dir: str, name: str, data: dict | None = None) -> dic
     spec.setdefault("lanes", [])
     spec.setdefault("labels", {})
     return spec
+
+
+def _check_labels(path: str, labels: dict) -> None:
+    """Labels are text to text, and lanekit's own names (the pin, the content hash) are not the spec's to set."""
+    for key, value in labels.items():
+        if not isinstance(key, str) or not key or any(c.isspace() for c in key):
+            raise LanekitError(f"{_where(path, 'labels')}: {describe(key)} is not a label name; use text without "
+                               f"spaces (e.g. org.opencontainers.image.source).")
+        if key == LABEL_PREFIX or key.startswith(LABEL_PREFIX + "."):
+            raise LanekitError(
+                f"{_where(path, 'labels.' + key)} uses lanekit's own label prefix {LABEL_PREFIX}., which lanekit sets "
+                f"from the build itself (the pin, the content hash); rename the label (e.g. org.example.{key.rsplit('.', 1)[-1]}).")
+        if not isinstance(value, str) or _CONTROL_RE.search(value):
+            raise LanekitError(f"{_where(path, 'labels.' + key)} is {describe(value)}; a label value is one line of "
+                               f"text (quote numbers and booleans).")
 
 
 def _check_build_args(path: str, build_args: dict) -> None:
@@ -176,7 +204,7 @@ def pin_problem(spec: dict, arch: str, digest: str | None, from_override: bool =
             f"{spec['spec_path']}: key 'upstream.digests.{arch}' has no digest for the node architecture {arch}; "
             f"set {variable} to the full sha256 digest of {source} for linux/{arch}."
         )
-    if DIGEST_RE.match(digest):
+    if DIGEST_RE.fullmatch(digest):
         return None
     where = (f"the inventory or -e value {variable}" if from_override
              else f"{spec['spec_path']}: key 'upstream.digests.{arch}'")
@@ -285,7 +313,9 @@ def resolve_image(spec: dict, arch: str, digest_overrides: dict | None = None) -
         f"{LABEL_PREFIX}.lanes": ",".join(spec["lanes"]),
         f"{LABEL_PREFIX}.platform": f"linux/{arch}",
     }
-    labels.update({str(k): str(v) for k, v in spec["labels"].items()})
+    # The spec's labels first, lanekit's own over them: load_image_spec refuses the prefix, and a spec
+    # passed as data must not forge the pin either.
+    labels = dict({str(k): str(v) for k, v in spec["labels"].items()}, **labels)
     label_lines = "".join(f"LABEL {json.dumps(k)}={json.dumps(v)}\n" for k, v in sorted(labels.items()))
     return {
         "name": spec["name"],
@@ -315,7 +345,7 @@ LOCK_VERSION = 1
 # Compared fields, in the order they are reported. ``image_id`` is recorded but never compared:
 # the local Id changes with the image store (graphdriver vs containerd).
 LOCK_COMPARED = ("content_hash", "base_digest", "rootfs", "config", "registry_digest")
-_LOCK_ENTRY_KEYS = ("ref", "content_hash", "base_ref", "base_digest", "rootfs", "config", "image_id",
+_LOCK_ENTRY_KEYS = ("ref", "content_hash", "base_ref", "base_tag", "base_digest", "rootfs", "config", "image_id",
                     "registry_ref", "registry_digest", "builder")
 
 
@@ -326,6 +356,8 @@ def lock_entry(resolved: dict, *, rootfs: str, image_id: str = "", registry_ref:
         "ref": resolved["ref"],
         "content_hash": resolved["content_hash"],
         "base_ref": resolved["base_ref"],
+        # The tag the digest was pinned for: a later tag change without a digest change is caught (tag_problem).
+        "base_tag": resolved.get("tag") or "",
         "base_digest": resolved["base_digest"] or "",
         "rootfs": rootfs or "",
         "config": config or "",
@@ -395,6 +427,27 @@ def merge_lock(lock_doc: dict | None, name: str, arch: str, entry: dict) -> dict
     return {"version": LOCK_VERSION, "name": name, "arches": {key: arches[key] for key in sorted(arches)}}
 
 
+def tag_problem(lock_file: str, locked: dict | None, resolved: dict) -> str | None:
+    """The sentence for ``upstream.tag`` changed while the digest stayed the one locked for the old tag.
+
+    Only the digest is pulled, so such an edit changes nothing in the image: the user meant a new
+    image and would deploy the old one. Knowable without the network only against the lock, which
+    records the tag each digest was pinned for (``base_tag``); locks written before it say nothing.
+    """
+    if not locked or not locked.get("base_tag") or not resolved.get("base_digest"):
+        return None
+    old_tag, new_tag = locked["base_tag"], resolved.get("tag")
+    if old_tag == new_tag or locked.get("base_digest") != resolved["base_digest"]:
+        return None
+    source = f"{resolved['repository']}:{new_tag}"
+    return (f"image '{resolved['name']}': upstream.tag is now {new_tag!r} but the {resolved['arch']} digest is still "
+            f"{resolved['base_digest']}, the one {lock_file} pinned for tag {old_tag!r}; the digest, not the tag, "
+            f"chooses the image, so this would build the old one. Set upstream.digests.{resolved['arch']} (or "
+            f"lanekit_image_digests['{resolved['name']}']['{resolved['arch']}']) to the digest of {source} "
+            f"(docker buildx imagetools inspect {source} prints it), or restore tag {old_tag!r}; if the same image "
+            f"was only retagged, re-run with -e image_lock_update=true.")
+
+
 def lock_verdict(params: dict, resolved: dict, current: dict) -> tuple[str, str]:
     """(status, sentence) of ``current`` against the lock ``params['lock']``: ``absent``, ``match``, or
     ``update`` (``params['lock_update']`` accepts the disagreement) with the sentence announcing it.
@@ -403,7 +456,12 @@ def lock_verdict(params: dict, resolved: dict, current: dict) -> tuple[str, str]
     locked = lock_arch_entry(params["lock"], resolved["name"], resolved["arch"], lock_file)
     if not locked:
         return "absent", ""
+    retagged = tag_problem(lock_file, locked, resolved)
+    if retagged and not params["lock_update"]:
+        raise LanekitError(retagged)
     differences = lock_differences(locked, current)
+    if retagged:
+        differences = differences + [f"base_tag: locked {locked['base_tag']}, now {resolved.get('tag')}"]
     if not differences:
         return "match", ""
     if params["lock_update"]:

@@ -307,7 +307,13 @@ def _check_value(layers: Layers, path: tuple, field: dict, value):
         _check_args(layers, path, value)
         return
     elif kind == "bench":
-        _bench_settings.check_layer(value, f"{layers.layers[0][0]}: key '{'.'.join(map(str, path))}'")
+        # A mapping in the lane and its layers (JSON text is for -e bench_settings only); each key is
+        # blamed on the layer that set it, so a -e lane_cli_overrides mistake is not the lane file's.
+        if not isinstance(value, dict):
+            raise _fail(layers, path, _describe(value), "a mapping of bench settings (e.g. bench: {depths: [0, 4096]})")
+        for key, item in value.items():
+            source = layers.source_of(path + (key,))
+            _bench_settings.check_layer({key: item}, f"{source}: key '{'.'.join(map(str, path))}'")
         return
     elif kind == "env":
         _check_env(layers, path, value)

@@ -18,9 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import split_timestamp
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import ascii_digits, whole_number
 
-_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_SINCE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # tqdm bars ("Loading safetensors checkpoint shards:  50% Completed | 32/64 [...]", "xx%|###|").
 _PROGRESS = re.compile(r"\d{1,3}%\s*(?:Completed\s*)?\|.*?\d+/\d+|\d+/\d+\s*\[\d[\d:]*<")
@@ -29,7 +31,7 @@ _ENGINE_CLOCK = re.compile(r"^(\S+\s+)?\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+")
 _ANY_NUMBER = re.compile(r"\d+")
 
 
-class LogOptionError(ValueError):
+class LogOptionError(LanekitError, ValueError):
     """An option of the logs playbook the user must correct: its text is the sentence they read."""
 
 
@@ -61,24 +63,65 @@ def parse_since(value: str | None) -> float | None:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+# More node ranks than any lane has: a range beyond it is a typo (and would be a huge set).
+MAX_RANK = 4095
+DEFAULT_LINES = 100
+
+
 def parse_ranks(value: str | Sequence[int] | None) -> list[int] | None:
     """'0,3' or '0-2,5' or [0, 3] -> sorted ranks; None (or '') for every rank."""
     if value in (None, "", []):
         return None
-    items = value.split(",") if isinstance(value, str) else list(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int, list, tuple)):
+        raise LogOptionError(f"ranks={value!r} is not a list of node ranks; use for example ranks=0,3 or ranks=0-3.")
+    items = value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else list(value)
     ranks: set[int] = set()
     for item in items:
         text = str(item).strip().lstrip("r")
-        try:
-            if "-" in text:
-                low, high = (int(x) for x in text.split("-", 1))
-                ranks.update(range(low, high + 1))
-            elif text:
-                ranks.add(int(text))
-        except ValueError:
+        bounds = text.split("-", 1) if "-" in text else [text] if text else []
+        # ASCII digits only: int() reads '٣' as 3 and refuses '²' with a Python error.
+        if isinstance(item, bool) or not all(ascii_digits(b.strip()) for b in bounds):
             raise LogOptionError(f"ranks={value!r} is not a list of node ranks; use for example ranks=0,3 "
-                                 "or ranks=0-3.") from None
+                                 "or ranks=0-3.")
+        numbers = [int(b) for b in bounds]
+        if numbers and (max(numbers) > MAX_RANK or numbers[0] > numbers[-1]):
+            raise LogOptionError(f"ranks={value!r} asks for rank {max(numbers)}"
+                                 + (f" down to {numbers[-1]}" if numbers[0] > numbers[-1] else "")
+                                 + "; give node ranks from 0 up, low to high (e.g. ranks=0-3).")
+        ranks.update(range(numbers[0], numbers[-1] + 1) if numbers else ())
     return sorted(ranks)
+
+
+def parse_lines(value) -> int:
+    """``lines``: a whole number of at least 1 (unset: 100); '-5' or 'all' is a sentence, not 0 or everything."""
+    if value in (None, ""):
+        return DEFAULT_LINES
+    number = whole_number(value)
+    if number is None or number < 1:
+        raise LogOptionError(f"lines={value!r} is not a count of lines; use a whole number of at least 1 (lines=100 "
+                             "is the last 100 lines of each rank), or since=10m for every line of a time window.")
+    return number
+
+
+def check_options(*, lines=None, ranks=None, since=None, grep=None) -> dict:
+    """Every logs-lane option parsed, or the LogOptionError sentence of the first bad one (before any host is read)."""
+    return {"lines": parse_lines(lines), "ranks": parse_ranks(ranks), "since_s": parse_since(since),
+            "grep": compile_grep(grep)}
+
+
+def missing_ranks(asked: Sequence[int] | None, streams: Mapping[tuple[int, str], Sequence[str]],
+                  notes: Sequence[str] = ()) -> str | None:
+    """The sentence for ranks asked for that no stream has (ranks=9 on an 8-rank lane), None when all are there
+    or when a node gave no answer (its note says why its ranks are missing)."""
+    if not asked:
+        return None
+    have = sorted({rank for rank, _host in streams})
+    absent = [r for r in asked if r not in have]
+    if not absent or notes:
+        return None
+    shown = ", ".join(map(str, have)) if have else "none"
+    return (f"ranks={','.join(map(str, asked))}: the lane has no rank {', '.join(map(str, absent))} (its logs hold "
+            f"ranks {shown}); ask for ranks among those, or leave ranks unset for all.")
 
 
 def compile_grep(pattern: str | None) -> re.Pattern | None:

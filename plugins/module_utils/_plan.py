@@ -18,7 +18,7 @@ import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint, _plan_layout, _secrets
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._files import check_output_path, write_output
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, host_env, rank_container
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
@@ -35,7 +35,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
     secret_spec,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._stage_revisions import revision_path
-from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, plain
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import ascii_digits, describe, plain
 
 CONTAINER_PREFIX = "lanekit-"
 LABEL = "io.lanekit"
@@ -140,7 +140,7 @@ def device_requests(gpus) -> list[dict]:
     request: dict = {"driver": "nvidia", "capabilities": [["gpu"]]}
     if value == "all":
         request["count"] = -1
-    elif value.isdigit():
+    elif ascii_digits(value):
         request["count"] = int(value)
     else:
         request["device_ids"] = value.split(",")
@@ -407,7 +407,11 @@ def table(plan: dict) -> str:
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     head = plan["ranks"][0]
     lines.append("")
-    lines.append(f"image   {plan['image']['ref']}  (base {plan['image']['base_ref']})")
+    # The tag is shown beside the digest because only the digest is pulled: a tag edited in image.yml without its
+    # digest changes nothing in the image, and the table makes that visible (docs/images.md).
+    tag = plan["image"].get("tag")
+    lines.append(f"image   {plan['image']['ref']}  (base {plan['image']['base_ref']}"
+                 + (f", tag {tag})" if tag else ")"))
     lines.append(f"weights {plan['weights']['path']}  (read-only, revision {plan['weights']['revision'] or 'unpinned'})")
     lines.append(f"api     http://{plan['api']['address']}:{plan['api']['port']}/v1  model {plan['api']['served_model_name']}")
     lines.append("rank 0  " + " ".join(_quote(a) for a in head["entrypoint"] + head["command"]))
@@ -478,6 +482,15 @@ def check_cluster(cluster: dict) -> None:
                 f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected a list of text entries "
                 f"(e.g. [/dev/infiniband]) in the inventory."
             )
+        else:
+            # Each entry becomes one docker argument: "/dev/a /dev/b" would be one --device naming no device.
+            for index, entry in enumerate(value):
+                if any(c.isspace() for c in entry):
+                    raise LanekitError(
+                        f"{_CLUSTER_VARIABLES[key]}[{index}] is {describe(entry)}, which holds a space or a line break; "
+                        f"each entry is one docker argument: write one entry per item in the inventory "
+                        f"(e.g. [/dev/infiniband/uverbs0, /dev/infiniband/rdma_cm])."
+                    )
     for key in ("weights_root", "rank_gpus", "rank_shm_size", "head_host", "rank_visible_devices"):
         value = cluster[key]
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and key == "rank_gpus"):
@@ -486,20 +499,19 @@ def check_cluster(cluster: dict) -> None:
             raise LanekitError(
                 f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected text without spaces in the inventory."
             )
+        if key == "rank_gpus" and any(c.isdigit() and c not in "0123456789" for c in value):
+            # '8²' passes str.isdigit but is no GPU count docker (or int()) reads.
+            raise LanekitError(
+                f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected all, a GPU count or device ids written "
+                f"with the digits 0-9 (e.g. 8 or device=0,1) in the inventory."
+            )
 
 
 def write_plan_file(path: str, plan: dict) -> bool:
     """Write the plan JSON atomically; return True only when the content changed. Path problems are sentences."""
     content = json.dumps(plan, indent=2, sort_keys=True) + "\n"
     where = f"plan_file {path}"
-    if os.path.isdir(path):
-        raise LanekitError(f"{where} is a directory; give the path of a file, e.g. {os.path.join(path, 'plan.json')}.")
-    parent = os.path.dirname(os.path.abspath(path))
-    probe = parent
-    while probe and not os.path.exists(probe):
-        probe = os.path.dirname(probe)
-    if probe and not os.path.isdir(probe):
-        raise LanekitError(f"{where} cannot be written: {probe} is a file, not a directory.")
+    check_output_path(path, where, "plan.json")
     if os.path.isfile(path):
         try:
             with open(path, encoding="utf-8") as handle:
@@ -508,17 +520,8 @@ def write_plan_file(path: str, plan: dict) -> bool:
                     return False
         except (OSError, UnicodeDecodeError):
             pass  # rewritten below, or the write says why not
-    try:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise LanekitError(f"{where} cannot be written: its directory {parent} cannot be created "
-                           f"({exc.strerror or exc}).") from None
-    try:
-        # Reports are the operator's: the plan names hosts, paths and the secrets' names.
-        atomic_write(path, content, mode=0o600)
-    except OSError as exc:
-        raise LanekitError(f"{where} cannot be written in {parent}: {exc.strerror or exc}.") from None
-    return True
+    # Reports are the operator's: the plan names hosts, paths and the secrets' names.
+    return write_output(path, content, where, mode=0o600, dir_mode=0o700, example="plan.json")
 
 
 def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict], lint_skip=None,

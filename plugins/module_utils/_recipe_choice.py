@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_rules as R
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import RecipeSource
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe
 
 
 @dataclass
@@ -57,6 +58,25 @@ def _int_or_none(value, what: str, fail):
     if str(number) != str(value).strip() and not isinstance(value, int):
         raise fail(what)
     return number
+
+
+def _check_inputs(c: Choice, fail) -> None:
+    """The choice's own values have the kinds the rules compare (a list-valued mode would be unhashable)."""
+    for key in ("hardware", "strategy", "variant", "preset"):
+        value = getattr(c, key)
+        if value is not None and not isinstance(value, str):
+            raise fail("bad_input", f"{key} is {describe(value)}; pass a name (-e {key}=NAME)")
+    if c.features is not None and (not isinstance(c.features, list) or
+                                   not all(isinstance(f, str) for f in c.features)):
+        raise fail("bad_input", f"features is {describe(c.features)}; pass a list of feature names (-e features=a,b)")
+    modes = c.feature_modes or {}
+    if not isinstance(modes, dict):
+        raise fail("bad_input", f"feature_modes is {describe(modes)}; pass a mapping of feature to mode, "
+                   "e.g. -e '{\"feature_modes\": {\"spec_decoding\": \"mtp\"}}'")
+    for fkey, mode in modes.items():
+        if not isinstance(fkey, str) or not isinstance(mode, str):
+            raise fail("bad_input", f"feature_modes.{fkey} is {describe(mode)}; a feature takes one mode, "
+                       "named as text (e.g. {\"spec_decoding\": \"mtp\"})")
 
 
 def _apply_preset(src: RecipeSource, c: Choice, fail) -> None:
@@ -137,6 +157,7 @@ def resolve(src: RecipeSource, c: Choice) -> Choice:
         return R.refuse(src.name, c.describe(), rule, reason)
 
     c.nodes = _int_or_none(c.nodes, "nodes", fail)
+    _check_inputs(c, fail)
     c.feature_modes = dict(c.feature_modes or {})
     if c.preset:
         _apply_preset(src, c, fail)
@@ -151,7 +172,8 @@ def resolve(src: RecipeSource, c: Choice) -> Choice:
                    "`vllm serve <model> --omni` and no serving strategy")
     profile = src.profiles.get(c.hardware)
     if not isinstance(profile, dict):
-        raise fail("unknown_hardware", f"{c.hardware} is not a hardware profile of {src.root}/taxonomy.yaml")
+        raise fail("unknown_hardware", f"{c.hardware} is not a hardware profile of {src.root}/taxonomy.yaml "
+                   f"(known: {', '.join(sorted(src.profiles))})")
     if c.strategy not in src.strategies:
         raise fail("unknown_strategy", f"there is no strategies/{c.strategy}.yaml (known: "
                    f"{', '.join(sorted(src.strategies))}; kv_store deployments are not serving strategies)")

@@ -32,8 +32,9 @@ from ansible_collections.lanekit.serving.plugins.module_utils._hardware import P
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice, _runs_on
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import RecipeSource
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, load_file, whole_number
 
-DIGEST_IN_REF_RE = re.compile(r"^(?P<repo>[^@]+)@(?P<digest>sha256:[0-9a-f]{64})$")
+DIGEST_IN_REF_RE = re.compile(r"(?P<repo>[^@]+)@(?P<digest>sha256:[0-9a-f]{64})")  # fullmatch: no trailing newline
 
 
 @dataclasses.dataclass
@@ -50,6 +51,10 @@ class Cluster:
 def _hardware(src: RecipeSource, choice: Choice, cluster: Cluster) -> str:
     preset = ((src.recipe.get("presets") or {}).get(choice.preset) or {}) if choice.preset else {}
     asked = choice.hardware or (preset.get("hardware") if isinstance(preset.get("hardware"), str) else None)
+    if cluster.hardware is not None and not isinstance(cluster.hardware, str):
+        raise LanekitError(
+            f"{cluster.where} sets lanekit_hardware to {describe(cluster.hardware)}; a node has one hardware profile: "
+            f"set it to one of {', '.join(sorted(PROFILES))}.")
     if cluster.hardware and cluster.hardware not in PROFILES:
         raise LanekitError(
             f"{cluster.where} sets lanekit_hardware to {cluster.hardware!r}, which is not a lanekit hardware profile; "
@@ -91,9 +96,13 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
     """The choice sized to the cluster (hardware, node count, variant), or a one-sentence refusal."""
     hardware = _hardware(src, choice, cluster)
     profile = PROFILES[hardware]
-    gpus = cluster.gpus_per_node or profile["gpus_per_node"]
+    # Only an unset value takes the profile's count: 0 is a value (and refused), not "unset".
+    gpus = profile["gpus_per_node"] if cluster.gpus_per_node in (None, "") else cluster.gpus_per_node
+    gpus = whole_number(gpus) if isinstance(gpus, str) else gpus
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-        raise LanekitError(f"{cluster.where} sets lanekit_gpus_per_node to {gpus!r}; expected a whole number of at least 1.")
+        raise LanekitError(f"{cluster.where} sets lanekit_gpus_per_node to {describe(cluster.gpus_per_node)}; "
+                           f"expected a whole number of at least 1 (or leave it unset for the "
+                           f"{profile['display_name']}'s {profile['gpus_per_node']}).")
     if gpus > profile["gpus_per_node"]:
         raise LanekitError(
             f"{cluster.where} sets lanekit_gpus_per_node to {gpus}, but a {profile['display_name']} node has "
@@ -183,7 +192,7 @@ def image_spec(src: RecipeSource, result: dict, lane: dict, arch: str, previous:
     """
     ref = _recipe_lane.docker_image(src, result["choice"]["hardware"], result["choice"]["variant"])
     digests: dict = {}
-    match = DIGEST_IN_REF_RE.match(ref)
+    match = DIGEST_IN_REF_RE.fullmatch(ref)
     if match:
         repository, tag, digests = match["repo"], "pinned", {arch: match["digest"]}
         if ":" in repository.rsplit("/", 1)[-1]:
@@ -219,11 +228,10 @@ def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, heade
     image_path = os.path.join(images_dir, lane["image"], "image.yml")
     previous = None
     if os.path.isfile(image_path):
-        with open(image_path, encoding="utf-8") as handle:
-            try:
-                previous = yaml.safe_load(handle)
-            except yaml.YAMLError:
-                previous = None
+        try:
+            previous = load_file(image_path)
+        except LanekitError:
+            previous = None  # unreadable: rewritten from the recipe (its digests cannot be kept)
     spec = image_spec(src, result, lane, arch, previous if isinstance(previous, dict) else None)
     comments[("image",)] = (f"the recipe's image {spec['upstream']['repository']}:{spec['upstream']['tag']}, "
                             f"spec in images/{lane['image']}/image.yml beside this file")
@@ -233,7 +241,6 @@ def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, heade
                  f"# lanekit_image_digests['{spec['name']}']['{arch}'] in the inventory to the full digest\n"
                  f"# (docker buildx imagetools inspect {spec['upstream']['repository']}:{spec['upstream']['tag']}).\n"
                  + yaml.safe_dump(spec, sort_keys=False, default_flow_style=False))
-    os.makedirs(os.path.dirname(image_path), exist_ok=True)
     changed = write(image_path, spec_text) or changed
     return {"lane": name, "lanes_dir": lane_dir, "images_dir": images_dir, "lane_file": os.path.join(lane_dir, f"{name}.yml"),
             "image_spec": image_path, "changed": changed, "lane_data": lane}

@@ -21,8 +21,10 @@ import json
 import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_rules as R
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice, resolve
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import RecipeSource
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
 
 NVL4_ONLY_ENV = ("VLLM_USE_NCCL_SYMM_MEM", "NCCL_CUMEM_ENABLE", "NCCL_MNNVL_ENABLE", "NCCL_NVLS_ENABLE",
                  "UCX_NET_DEVICES")
@@ -228,7 +230,13 @@ class _Composer:
                 ov += list((R.gen_override(so.get("hardware_overrides"), self.profile) or {}).get("extra_args") or [])
                 ov += list(((so.get("hardware_overrides") or {}).get(self.hw) or {}).get("extra_args") or [])
                 idx = max((i for i, t in enumerate(ov) if t == "--data-parallel-size-local"), default=-1)
-                dp_local = int(ov[idx + 1]) if idx >= 0 else gpus
+                dp_local = whole_number(ov[idx + 1]) if 0 <= idx < len(ov) - 1 else gpus
+                if dp_local is None or dp_local < 1:
+                    raise LanekitError(
+                        f"recipe {self.src.path}: key 'strategy_overrides.{self.c.strategy}' gives "
+                        f"--data-parallel-size-local without a whole number after it "
+                        f"({ov[idx + 1] if idx < len(ov) - 1 else 'nothing'!r}); write the count of data-parallel "
+                        "ranks per node, e.g. '8'.")
                 out = ["--data-parallel-size", gpus * nodes, "--data-parallel-size-local", gpus,
                        "--data-parallel-address", "$HEAD_IP"]
                 return out + (["--data-parallel-start-rank", rank * dp_local] if rank > 0 else [])

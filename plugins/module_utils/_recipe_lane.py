@@ -35,6 +35,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_rul
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import RecipeSource
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
 
 LANE_STRATEGIES = ("single_node_tp", "single_node_tep", "single_node_dep", "multi_node_tp", "multi_node_tep",
                    "multi_node_tp_pp", "multi_node_tp_dp", "multi_node_dep", "pd_cluster")
@@ -148,6 +149,12 @@ def _split(engine: _engines.Engine, cmd: dict, src: RecipeSource, comments: dict
     i = 0
     while i < len(tail):
         flag, origin = tail[i], origins[i]
+        if not isinstance(flag, str) or not re.fullmatch(r"--?[A-Za-z0-9][^\s]*", flag):
+            # A lane maps flags to values: a stray value or a flag with a space cannot be one of its keys.
+            raise LanekitError(
+                f"recipe {src.name}: the composed command has {flag!r} where a flag (--name) is expected, from "
+                f"{origin}; a lane cannot hold it. Give each value right after its flag there (and flags without "
+                "spaces).")
         has_value = i + 1 < len(tail) and not str(tail[i + 1]).startswith("-")
         value = tail[i + 1] if has_value else True
         i += 2 if has_value else 1
@@ -186,7 +193,8 @@ def _env(cmd: dict, comments: dict, where: tuple, dropped: list) -> dict:
 
 def _int(owned: dict, flag: str, default: int) -> int:
     value = owned.get(flag, (default, ""))[0]
-    return int(value) if str(value).lstrip("-").isdigit() else default
+    number = whole_number(value) if isinstance(value, (int, str)) else None
+    return default if number is None else number
 
 
 def memory_section(src: RecipeSource, choice: dict, lane: dict) -> tuple[dict | None, str]:
@@ -307,7 +315,7 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
                         "pipeline_parallel": pp, "data_parallel": 1}
             comments[("topology",)] = owned.get("--tensor-parallel-size", (None, f"strategy {choice['strategy']}"))[1]
     ready = head["env"].get(engine.timeout("engine_ready").key)
-    ready_s = int(ready) if isinstance(ready, (int, str)) and str(ready).isdigit() else None
+    ready_s = whole_number(ready)
     budget = max(ready_s or 0, 3600)
     boot = {"budget_s": budget + 900, "expected_load_s": budget * 2 // 3, "expected_warmup_s": budget // 6}
     comments[("boot",)] = "lanekit defaults sized from the engine-ready timeout: measure your cluster and edit"

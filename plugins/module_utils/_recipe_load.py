@@ -17,37 +17,15 @@ YAML is read the way the recipe site reads it (YAML 1.2 booleans: only true/fals
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass, field
 
-try:
-    import yaml
-except ImportError:  # module_utils must import anywhere; the compiler runs on the controller, which has PyYAML
-    yaml = None
-
+from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_schema
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import load_json_text, load_text, read_limited
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 BUNDLED_ROOT = os.path.join(COLLECTION_ROOT, "recipes")
-
-
-def _yaml12_loader() -> type:
-    """A SafeLoader whose implicit booleans are YAML 1.2's (true/false), as js-yaml reads recipes."""
-    if yaml is None:
-        raise LanekitError("reading a YAML recipe needs PyYAML on the controller (pip install PyYAML).")
-
-    class Yaml12Loader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
-        pass
-
-    Yaml12Loader.yaml_implicit_resolvers = {
-        key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-    Yaml12Loader.add_implicit_resolver(
-        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-    return Yaml12Loader
 
 
 @dataclass
@@ -64,25 +42,13 @@ class RecipeSource:
     extra: dict = field(default_factory=dict)
 
 
-def read_data(path: str) -> object:
-    """Parse one JSON or YAML file; a sentence naming the file and the line otherwise."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise LanekitError(f"{path} cannot be read ({exc.strerror}); pass an existing recipe file.") from None
+def read_data(path: str, what: str = "") -> object:
+    """Parse one JSON or YAML file through the collection's loader (size, encoding, alias and depth
+    limits; duplicate keys refused); a sentence naming the file and the line otherwise."""
+    data = read_limited(path, what)
     if path.endswith(".json"):
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise LanekitError(f"{path} is not valid JSON ({exc}).") from None
-    loader = _yaml12_loader()
-    try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise LanekitError(f"{path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}.") from None
+        return load_json_text(data, path)
+    return load_text(data, path, yaml12=True)
 
 
 def is_tree_root(path: str) -> bool:
@@ -103,18 +69,19 @@ def find_root(recipe_path: str) -> str | None:
 
 def load_tree(root: str) -> tuple[dict, dict]:
     """(hardware profiles, strategies by id) of a recipe tree root."""
-    taxonomy = read_data(os.path.join(root, "taxonomy.yaml"))
-    if not isinstance(taxonomy, dict) or not isinstance(taxonomy.get("hardware_profiles"), dict):
-        raise LanekitError(f"{os.path.join(root, 'taxonomy.yaml')} has no 'hardware_profiles' mapping; "
-                           "point recipe_root at a recipe tree (taxonomy.yaml and strategies/).")
+    path = os.path.join(root, "taxonomy.yaml")
+    taxonomy = _recipe_schema.check_taxonomy(read_data(path), path)
     strategies = {}
     sdir = os.path.join(root, "strategies")
-    for name in sorted(os.listdir(sdir)):
+    try:
+        names = sorted(os.listdir(sdir))
+    except OSError as exc:
+        raise LanekitError(f"{sdir} cannot be read ({exc.strerror or exc}); point recipe_root at a recipe tree.") from None
+    for name in names:
         if not name.endswith((".yaml", ".yml")):
             continue
-        data = read_data(os.path.join(sdir, name))
-        if not isinstance(data, dict):
-            raise LanekitError(f"{os.path.join(sdir, name)} must be a mapping (a serving strategy).")
+        spath = os.path.join(sdir, name)
+        data = _recipe_schema.check_strategy(read_data(spath), spath)
         strategies[str(data.get("name") or name.rsplit(".", 1)[0])] = data
     return taxonomy["hardware_profiles"], strategies
 
@@ -124,11 +91,20 @@ def load_recipe(path: str, root: str | None = None) -> RecipeSource:
     if not path:
         raise LanekitError("no recipe given: pass -e recipe=PATH (a models/<org>/<repo>.yaml or a rendered JSON).")
     path = os.path.abspath(os.path.expanduser(str(path)))
-    if not os.path.isfile(path):
+    if os.path.isdir(path):
+        raise LanekitError(f"recipe {path} is a directory; pass the path of a recipe file in it "
+                           "(a models/<org>/<repo>.yaml or a rendered JSON).")
+    if not os.path.exists(path):
         raise LanekitError(f"recipe {path} does not exist; pass the path of a recipe file.")
-    data = read_data(path)
-    if not isinstance(data, dict) or not isinstance(data.get("variants"), dict) or "model" not in data:
-        raise LanekitError(f"{path} is not a vLLM recipe: it needs 'model' and 'variants' mappings.")
+    return recipe_from_data(read_data(path, "; pass the path of a recipe file"), path, root)
+
+
+def recipe_from_data(data, path: str, root: str | None = None, tree: tuple[dict, dict] | None = None) -> RecipeSource:
+    """A :class:`RecipeSource` from already-parsed recipe data (typed here) and the tree at ``root`` or above ``path``.
+
+    ``tree``: (profiles, strategies) already read from that root (``load_tree``), to compile many
+    recipes against one tree without reading it again."""
+    data = _recipe_schema.check_recipe(data, path)
     form = "json" if path.endswith(".json") else "yaml"
     if root:
         root = os.path.abspath(os.path.expanduser(str(root)))
@@ -143,7 +119,7 @@ def load_recipe(path: str, root: str | None = None) -> RecipeSource:
         if root is None:
             raise LanekitError(f"recipe {path} is not inside a recipe tree (no parent holds taxonomy.yaml and "
                                "strategies/); pass -e recipe_root=DIR.")
-    profiles, strategies = load_tree(root)
+    profiles, strategies = tree if tree is not None else load_tree(root)
     model_id = ((data.get("model") or {}).get("model_id")) or data.get("hf_id") or os.path.basename(path)
     return RecipeSource(path=path, form=form, recipe=data, root=root, profiles=profiles,
                         strategies=strategies, name=str(model_id))

@@ -15,6 +15,9 @@ On top of PyYAML's SafeLoader it refuses, with one sentence naming the file (and
 from __future__ import annotations
 
 import datetime
+import json
+import math
+import re
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
@@ -85,8 +88,20 @@ if yaml is not None:
                             key_node.start_mark.line + 1)
                     seen[key] = key_node.start_mark.line + 1
             return super().construct_mapping(node, deep=deep)
+
+    class Yaml12Loader(LanekitLoader):  # pylint: disable=too-many-ancestors
+        """LanekitLoader with YAML 1.2's booleans (only true/false), as js-yaml reads vLLM recipes: an
+        unquoted ``on`` or ``no`` stays a string."""
+
+    Yaml12Loader.yaml_implicit_resolvers = {
+        key: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for key, resolvers in LanekitLoader.yaml_implicit_resolvers.items()
+    }
+    Yaml12Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 else:  # pragma: no cover
     LanekitLoader = None
+    Yaml12Loader = None
 
 
 def _expanded_size(root) -> int:
@@ -129,15 +144,21 @@ def _decode(data: bytes | str, source: str) -> str:
         ) from None
 
 
-def load_text(data: bytes | str, source: str):
-    """Parse one YAML document from ``data``; every problem is a LanekitError naming ``source``."""
-    if yaml is None:  # pragma: no cover
-        raise LanekitError(f"{source} cannot be read here: PyYAML is not installed.")
+def _check_size(data: bytes | str, source: str) -> None:
     if len(data) > MAX_BYTES:
         raise LanekitError(f"{source} is {len(data):,} bytes, more than the {MAX_BYTES:,} a lanekit YAML file may "
                            f"hold; refused.")
+
+
+def load_text(data: bytes | str, source: str, yaml12: bool = False):
+    """Parse one YAML document from ``data``; every problem is a LanekitError naming ``source``.
+
+    ``yaml12``: YAML 1.2 booleans (vLLM recipes are written for js-yaml), same limits otherwise."""
+    if yaml is None:  # pragma: no cover
+        raise LanekitError(f"{source} cannot be read here: PyYAML is not installed.")
+    _check_size(data, source)
     text = _decode(data, source)
-    loader = LanekitLoader(text)
+    loader = (Yaml12Loader if yaml12 else LanekitLoader)(text)
     try:
         root = loader.get_single_node()
         if root is None:
@@ -162,7 +183,65 @@ def load_text(data: bytes | str, source: str):
         loader.dispose()
 
 
-def load_file(path: str, what: str = "") -> object:
+def _depth_of(value) -> int:
+    """Nesting depth of parsed data, without recursion (JSON has no aliases, but may nest deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH:
+            break
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return deepest
+
+
+def load_json_text(data: bytes | str, source: str):
+    """Parse one JSON document with the YAML loader's limits (size, UTF-8, depth) and duplicate keys refused."""
+    _check_size(data, source)
+    text = _decode(data, source)
+
+    def no_duplicates(pairs):
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise _Refused(f"sets the key {key!r} twice in one object; JSON readers would keep one silently: "
+                               "remove one")
+            out[key] = value
+        return out
+
+    try:
+        value = json.loads(text, object_pairs_hook=no_duplicates)
+    except _Refused as exc:
+        raise LanekitError(f"{source} {exc.message}.") from None
+    except RecursionError:
+        raise LanekitError(f"{source} nests deeper than {MAX_DEPTH} levels; refused.") from None
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        where = f" at line {line}, column {getattr(exc, 'colno', '?')}" if line else ""
+        raise LanekitError(f"{source} is not valid JSON{where}: {getattr(exc, 'msg', exc)}.") from None
+    if _depth_of(value) > MAX_DEPTH:
+        raise LanekitError(f"{source} nests deeper than {MAX_DEPTH} levels; refused.")
+    return value
+
+
+def read_limited(path: str, what: str = "") -> bytes:
+    """The bytes of ``path`` (at most MAX_BYTES + 1, so the size check can refuse); sentences for
+    a directory, a missing or an unreadable file."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_BYTES + 1)
+    except IsADirectoryError:
+        raise LanekitError(f"{path} is a directory, not a file{what}.") from None
+    except FileNotFoundError:
+        raise LanekitError(f"{path} does not exist{what}.") from None
+    except OSError as exc:
+        raise LanekitError(f"{path} cannot be read{what}: {exc.strerror or exc}.") from None
+
+
+def load_file(path: str, what: str = "", yaml12: bool = False) -> object:
     """Read and parse ``path``; a missing or unreadable file is a sentence too."""
     try:
         with open(path, "rb") as handle:
@@ -171,7 +250,32 @@ def load_file(path: str, what: str = "") -> object:
         raise LanekitError(f"{path} is a directory, not a YAML file{what}.") from None
     except OSError as exc:
         raise LanekitError(f"{path} cannot be read{what}: {exc.strerror or exc}.") from None
-    return load_text(data, path)
+    return load_text(data, path, yaml12=yaml12)
+
+
+_DIGITS_RE = re.compile(r"[0-9]+")
+
+
+def ascii_digits(text) -> bool:
+    """True for text of ASCII digits only. ``str.isdigit`` is also true for '²' or '٣', which ``int()``
+    refuses or reads as a different number than the one a person sees."""
+    return isinstance(text, str) and _DIGITS_RE.fullmatch(text) is not None
+
+
+def whole_number(value):
+    """``value`` as an int when it is one (not a bool) or ASCII-digit text (surrounding spaces allowed); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and ascii_digits(value.strip()):
+        return int(value.strip())
+    return None
+
+
+def finite_number(value) -> bool:
+    """A real number for a comparison: int or float, not a bool, not NaN or infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def describe(value) -> str:
@@ -180,6 +284,8 @@ def describe(value) -> str:
         return "null"
     if isinstance(value, bool):
         return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} (not a finite number)"
     if isinstance(value, (int, float)):
         return f"{value!r} (a number)"
     if isinstance(value, str):

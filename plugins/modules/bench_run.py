@@ -32,18 +32,22 @@ options:
   cli_settings:
     description: Settings from the command line, over O(lane_settings) and the defaults.
     type: raw
+  settings_only:
+    description:
+      - Only merge and check O(lane_settings) and O(cli_settings), returning C(settings); a bad one fails with
+        its sentence. The bench role runs this first, before any host is contacted.
+      - Without it, O(run_dir), O(venv) and O(tokenizer) are required.
+    type: bool
+    default: false
   run_dir:
     description: The run's directory on the controller.
     type: path
-    required: true
   venv:
     description: The bench virtualenv (tool-eval-bench, llama-benchy, matplotlib).
     type: path
-    required: true
   tokenizer:
     description: A tokenizer.json on the controller.
     type: path
-    required: true
   containers:
     description: The C(containers) of M(lanekit.serving.rank_status) from every lane node.
     type: list

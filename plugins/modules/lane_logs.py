@@ -32,9 +32,10 @@ options:
     description: Node ranks to show (V(0,3), V(0-3) or a list); all when unset.
     type: raw
   lines:
-    description: Last lines shown per rank (after filtering and folding).
-    type: int
-    default: 100
+    description:
+      - Last lines shown per rank (after filtering and folding), a whole number of at least 1; V(100) when unset.
+      - A negative number or text such as V(all) fails with a sentence (use O(since) for a time window).
+    type: raw
   since:
     description:
       - Only lines from this long ago on (V(90s), V(10m), V(2h)). For an archive, counted back
@@ -47,6 +48,12 @@ options:
     description: Fold progress bars and repeated lines.
     type: bool
     default: true
+  check_only:
+    description:
+      - Only check O(lines), O(ranks), O(since) and O(grep) and fail with a sentence naming the bad one;
+        the logs playbook runs this first, before any node is contacted.
+    type: bool
+    default: false
   from_archive:
     description:
       - Read archived logs instead of the live containers. V(latest) is the newest folder under
