@@ -108,6 +108,19 @@ class Engine:
     # secret env file and a /bin/sh indirection, so the key stays out of argv and plan.json).
     api_key_flag: str = "--api-key"
     api_key_env: str = ""
+    # Settings one rank of a group may have on its own (a host's lane_host_overrides): what only
+    # changes that process's logging or its local timeouts (the env-carried ones of ``timeouts``). Every other
+    # flag or variable must be the same on every rank of the group: ranks that disagree on
+    # --max-num-seqs or on NCCL_ALGO schedule or communicate differently, and hang or crash.
+    rank_local_args: frozenset = frozenset()
+    rank_local_env: re.Pattern = re.compile(r"(?!)")
+
+    def may_differ_per_rank(self, kind: str, name: str) -> bool:
+        """Whether ``serve.<kind>.<name>`` (kind ``args`` or ``env``) may differ between the ranks of a group."""
+        if kind == "args":
+            return name in self.rank_local_args
+        local = any(t.carrier == "env" and t.key == name for t in self.timeouts)
+        return local or bool(RANK_LOCAL_ENV.fullmatch(name) or self.rank_local_env.fullmatch(name))
 
     def timeout(self, name: str) -> Timeout | None:
         return next((t for t in self.timeouts if t.name == name), None)
@@ -125,6 +138,12 @@ class Engine:
             if timeout.budget:
                 (env if timeout.carrier == "env" else flags)[timeout.key] = budget_s
         return env, flags
+
+
+# Variables every engine's ranks may set on their own: what only changes one process's logging.
+# (A node's network devices come from its inventory variables, fabric_ifname and friends.)
+RANK_LOCAL_ENV = re.compile(
+    r"NCCL_DEBUG(?:_SUBSYS|_FILE)?|TORCH_CPP_LOG_LEVEL|TORCH_DISTRIBUTED_DEBUG|PYTHONUNBUFFERED|PYTHONFAULTHANDLER")
 
 
 def _vllm_argv(a: RankArgs) -> list:
@@ -234,6 +253,11 @@ VLLM = Engine(
                "--data-parallel-rpc-port": "serve.rendezvous_port"}},
     # vLLM binds --api-key from VLLM_API_KEY when the flag is absent.
     api_key_env="VLLM_API_KEY",
+    # Logging of one process; the head's HTTP server only (headless ranks serve none).
+    rank_local_args=frozenset({"--uvicorn-log-level", "--disable-log-stats", "--enable-log-requests",
+                               "--disable-log-requests", "--disable-uvicorn-access-log"}),
+    rank_local_env=re.compile(r"VLLM_LOGGING_LEVEL|VLLM_LOG_STATS_INTERVAL|VLLM_TRACE_FUNCTION"
+                              r"|VLLM_CPU_OMP_THREADS_BIND"),
 )
 
 SGLANG = Engine(
@@ -281,6 +305,9 @@ SGLANG = Engine(
     consolidated_layout_args={"--tokenizer-mode": "mistral"},
     # Stock SGLang ignores SGLANG_UNBALANCED_LOAD_TIMEOUT_S; the baked patch makes it read it.
     timeout_patches={"barrier": "patch_barrier_timeout"},
+    # Logging of one process (every SGLang rank serves its own health endpoint).
+    rank_local_args=frozenset({"--log-level", "--log-level-http", "--log-requests", "--log-requests-level"}),
+    rank_local_env=re.compile(r"SGLANG_LOGGING_CONFIG_PATH"),
 )
 
 ENGINES: Mapping[str, Engine] = {e.name: e for e in (VLLM, SGLANG)}

@@ -177,7 +177,7 @@ def _env(cmd: dict, comments: dict, where: tuple, dropped: list) -> dict:
             dropped.append(f"{key}={value} ({origin}): the plan sets it to each rank's fabric_ip")
             continue
         if isinstance(value, str) and PLACEHOLDER_RE.search(value):
-            dropped.append(f"{key}={value} ({origin}): a per-host placeholder; set it in host_vars lane_overrides")
+            dropped.append(f"{key}={value} ({origin}): a per-host placeholder; set it in host_vars lane_host_overrides")
             continue
         env[key] = value
         comments[where + (key,)] = origin
