@@ -35,7 +35,8 @@ description:
     rank (the engine's host address variable, C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME), C(NCCL_IB_HCA),
     C(UCX_NET_DEVICES), C(HF_HUB_OFFLINE)), a non-numeric value for a number the collection computes with
     (memory fraction, maximum model length, batch limits, engine timeouts), colliding or out-of-range ports,
-    or a C(model.dir) that leaves the weights root.
+    or a C(model.dir) that leaves the weights root, or a flag the engine record knows as another engine's
+    only (C(--max-model-len) on an SGLang lane; the sentence names the lane engine's own spelling).
   - Every rank's effective lane (with its host's C(lane_host_overrides)) is validated and linted. A host
     layer may set only C(serve.args) and C(serve.env), and a flag or variable that differs between the ranks
     of one tensor-, pipeline- or data-parallel group is refused unless the engine record lets one rank have
