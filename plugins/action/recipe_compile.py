@@ -37,7 +37,7 @@ ARGUMENT_SPEC = {
     "lane_file": {"type": "str"},
     "lanes_dir": {"type": "str"},
     "commands_file": {"type": "str"},
-    # Cluster mode (plan-lane.yml/deploy-lane.yml -e recipe=...): size the choice to this inventory group.
+    # Cluster mode (lanekit.serving.plan_lane/deploy_lane -e recipe=...): size the choice to this inventory group.
     "nodes_group": {"type": "str"},
 }
 

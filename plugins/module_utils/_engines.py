@@ -10,7 +10,7 @@ these records; none of them names an engine's flag, variable or default on its o
 
 Adding an engine (or a process role such as a router) means adding one :class:`Engine` record
 and, if its command line has a new shape, one argv builder below. The records follow the
-engines' own documentation (``shared/reference/launch.md``).
+engines' own documentation.
 """
 from __future__ import annotations
 

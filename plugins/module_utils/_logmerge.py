@@ -4,7 +4,7 @@
 """Every rank's log in one stream: merged in time order, filtered, engine noise folded.
 
 One job: turn per-rank ``docker logs --timestamps`` lines (live, or an archived ``full.log``)
-into the lines ``logs-lane.yml`` prints, each prefixed with its time, rank and host. Folding
+into the lines ``lanekit.serving.logs_lane`` prints, each prefixed with its time, rank and host. Folding
 keeps the signal readable: consecutive progress-bar updates of one rank become their last
 update with a count, and a line a rank repeats becomes its first occurrence with a count.
 

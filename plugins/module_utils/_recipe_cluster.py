@@ -3,7 +3,7 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Recipe lanes for a real cluster: size a recipe choice to an inventory's nodes, then write the lane and its image spec.
 
-One job: ``plan-lane.yml``/``deploy-lane.yml`` with ``-e recipe=PATH -e strategy=NAME`` instead of
+One job: ``lanekit.serving.plan_lane``/``deploy_lane`` with ``-e recipe=PATH -e strategy=NAME`` instead of
 ``-e lane=NAME``. The inventory says what the nodes are (``lanekit_hardware``, a ``_hardware``
 profile id; ``lanekit_gpus_per_node``, default the profile's) and how many there are (the
 ``lane_nodes`` hosts). The choice is checked against them before the recipe compiles (hardware
@@ -67,7 +67,8 @@ def _hardware(src: RecipeSource, choice: Choice, cluster: Cluster) -> str:
     if hardware not in PROFILES:
         raise LanekitError(
             f"recipe {src.name}: hardware {hardware} has no lanekit hardware profile, so no lane can be planned for "
-            f"it (known: {', '.join(sorted(PROFILES))}); write its commands with recipe-lane.yml -e commands_file=PATH.")
+            f"it (known: {', '.join(sorted(PROFILES))}); write its commands with ansible-playbook "
+            f"lanekit.serving.recipe_lane -e commands_file=PATH.")
     return hardware
 
 

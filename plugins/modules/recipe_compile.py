@@ -76,7 +76,7 @@ options:
     type: str
   nodes_group:
     description:
-      - Cluster mode, used by the preflight role for C(plan-lane.yml)/C(deploy-lane.yml) C(-e recipe=PATH).
+      - Cluster mode, used by the preflight role for C(lanekit.serving.plan_lane)/C(lanekit.serving.deploy_lane) C(-e recipe=PATH).
         The choice is sized to this inventory group's hosts (node count) and the first host's
         C(lanekit_hardware) and C(lanekit_gpus_per_node) (default the hardware profile's); a choice for other
         hardware, a single-node strategy on several hosts, or too few nodes or GPUs is refused with a sentence.

@@ -15,6 +15,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_
 from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, plan, spark8_hosts
 
 GROUP = {"serve": {"args": {"--max-num-seqs": 64}}}
+# The same setting in SGLang's spelling.
+SEQS = {VLLM: "--max-num-seqs", SGLANG: "--max-running-requests"}
 HOST = {"spark-03": {"serve": {"env": {"NCCL_DEBUG": "INFO"}}}}
 
 
@@ -24,9 +26,10 @@ def flag(rank: dict, name: str) -> str:
 
 @pytest.mark.parametrize("lane", [VLLM, SGLANG])
 def test_every_rank_keeps_the_group_flag_and_only_spark03_gets_its_env(lane):
-    result, findings = plan(lane, group_overrides=GROUP, host_overrides=HOST)
+    group = {"serve": {"args": {SEQS[lane]: 64}}}
+    result, findings = plan(lane, group_overrides=group, host_overrides=HOST)
     assert not findings["errors"]
-    assert [flag(rank, "--max-num-seqs") for rank in result["ranks"]] == ["64"] * 8
+    assert [flag(rank, SEQS[lane]) for rank in result["ranks"]] == ["64"] * 8
     assert [rank["host"] for rank in result["ranks"] if rank["env"].get("NCCL_DEBUG") == "INFO"] == ["spark-03"]
 
 
