@@ -51,7 +51,7 @@ def _mapping(value, name: str) -> dict | None:
             value = yaml.safe_load(value)
         except yaml.YAMLError:
             raise LanekitError(f"{name} is not valid JSON or YAML; pass a mapping such as "
-                               + ("'{\"spec_decoding\": \"mtp\"}'." if name == "feature_modes" else
+                               + ("'{\"spec_decoding\": \"mtp\"}'." if name == "recipe_feature_modes" else
                                   "'{\"prefill\": {\"nodes\": 1, \"parallelism\": \"dep\"}, \"decode\": {\"nodes\": 1}}'.")) from None
     if not isinstance(value, dict):
         raise LanekitError(f"{name} must be a mapping, found {type(value).__name__}.")
@@ -66,7 +66,7 @@ def _features(value) -> list | None:
         return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise LanekitError("features must be a comma-separated list of feature names (or a YAML list of names).")
+    raise LanekitError("recipe_features must be a comma-separated list of feature names (or a YAML list of names).")
 
 
 def choice_from_args(args: dict) -> Choice:
@@ -74,9 +74,9 @@ def choice_from_args(args: dict) -> Choice:
     return Choice(hardware=args.get("hardware") or None, strategy=args.get("strategy") or None,
                   variant=args.get("variant") or None, preset=args.get("preset") or None,
                   features=_features(args.get("features")),
-                  feature_modes=_mapping(args.get("feature_modes"), "feature_modes") or {},
+                  feature_modes=_mapping(args.get("feature_modes"), "recipe_feature_modes") or {},
                   nodes=args.get("nodes") if args.get("nodes") not in ("",) else None,
-                  pd=_mapping(args.get("pd"), "pd"))
+                  pd=_mapping(args.get("pd"), "recipe_pd"))
 
 
 def write_if_changed(path: str, text: str) -> bool:
@@ -184,17 +184,18 @@ def cluster_from_vars(task_vars: dict, group: str, template) -> _recipe_cluster.
 
 
 def whole_cli_values(args: dict, cli_texts: list[str]) -> dict:
-    """``args`` with ``pd``/``feature_modes`` read back whole from ``-e key=JSON`` text.
+    """``args`` with ``pd``/``feature_modes`` read back whole from ``-e recipe_pd=JSON`` text.
 
-    Ansible splits ``-e key=value`` at every space, so ``-e pd='{"prefill": {...}}'`` arrives cut
-    after its first word; when an argument is such a cut prefix of the raw text, use the raw text.
+    Ansible splits ``-e key=value`` at every space, so ``-e recipe_pd='{"prefill": {...}}'`` arrives
+    cut after its first word; when an argument is such a cut prefix of the raw text, use the raw text.
     """
     out = dict(args)
     for key in ("pd", "feature_modes"):
         value = out.get(key)
+        name = f"recipe_{key}="  # the extra-var that feeds this option (playbooks/recipe_lane.yml, preflight)
         for text in cli_texts:
-            if isinstance(value, str) and text.startswith(f"{key}=") and text[len(key) + 1:].startswith(value):
-                out[key] = text[len(key) + 1:]
+            if isinstance(value, str) and text.startswith(name) and text[len(name):].startswith(value):
+                out[key] = text[len(name):]
     return out
 
 

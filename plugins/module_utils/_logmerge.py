@@ -57,7 +57,7 @@ def parse_since(value: str | None) -> float | None:
         return None
     match = _SINCE.match(str(value))
     if not match:
-        raise LogOptionError(f"since={value!r} is not a duration; use for example since=90s, since=10m or since=2h.")
+        raise LogOptionError(f"logs_since={value!r} is not a duration; use for example logs_since=90s, logs_since=10m or logs_since=2h.")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
@@ -76,8 +76,8 @@ def parse_ranks(value: str | Sequence[int] | None) -> list[int] | None:
             elif text:
                 ranks.add(int(text))
         except ValueError:
-            raise LogOptionError(f"ranks={value!r} is not a list of node ranks; use for example ranks=0,3 "
-                                 "or ranks=0-3.") from None
+            raise LogOptionError(f"logs_ranks={value!r} is not a list of node ranks; use for example logs_ranks=0,3 "
+                                 "or logs_ranks=0-3.") from None
     return sorted(ranks)
 
 
@@ -87,7 +87,7 @@ def compile_grep(pattern: str | None) -> re.Pattern | None:
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise LogOptionError(f"grep={pattern!r} is not a regular expression ({exc}).") from None
+        raise LogOptionError(f"logs_grep={pattern!r} is not a regular expression ({exc}).") from None
 
 
 def rank_lines(rank: int, host: str, raw: Iterable[str]) -> list[LogLine]:

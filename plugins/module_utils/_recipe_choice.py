@@ -210,7 +210,7 @@ def resolve(src: RecipeSource, c: Choice) -> Choice:
                        f"floor of {floor:g}")
     else:
         if c.nodes is not None:
-            raise fail("node_count", "pd_cluster is sized by its prefill and decode pools (-e pd=...), not by nodes")
+            raise fail("node_count", "pd_cluster is sized by its prefill and decode pools (-e recipe_pd=...), not by nodes")
         _resolve_pools(src, c, profile, variant, fail)
 
     _resolve_features(src, c, variant, profile, fail)

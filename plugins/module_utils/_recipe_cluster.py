@@ -3,7 +3,7 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Recipe lanes for a real cluster: size a recipe choice to an inventory's nodes, then write the lane and its image spec.
 
-One job: ``lanekit.serving.plan_lane``/``deploy_lane`` with ``-e recipe=PATH -e strategy=NAME`` instead of
+One job: ``lanekit.serving.plan_lane``/``deploy_lane`` with ``-e recipe=PATH -e recipe_strategy=NAME`` instead of
 ``-e lane=NAME``. The inventory says what the nodes are (``lanekit_hardware``, a ``_hardware``
 profile id; ``lanekit_gpus_per_node``, default the profile's) and how many there are (the
 ``lane_nodes`` hosts). The choice is checked against them before the recipe compiles (hardware
@@ -58,12 +58,12 @@ def _hardware(src: RecipeSource, choice: Choice, cluster: Cluster) -> str:
         raise LanekitError(
             f"recipe {src.name}: the choice is for {asked} hardware but the nodes of {cluster.where} are "
             f"{cluster.hardware} (lanekit_hardware), so it cannot run there; plan it with an inventory of {asked} "
-            f"nodes, or choose -e hardware={cluster.hardware}.")
+            f"nodes, or choose -e recipe_hardware={cluster.hardware}.")
     hardware = asked or cluster.hardware
     if not hardware:
         raise LanekitError(
             f"recipe {src.name}: no hardware given; set lanekit_hardware in {cluster.where} (one of "
-            f"{', '.join(sorted(PROFILES))}) or pass -e hardware=ID.")
+            f"{', '.join(sorted(PROFILES))}) or pass -e recipe_hardware=ID.")
     if hardware not in PROFILES:
         raise LanekitError(
             f"recipe {src.name}: hardware {hardware} has no lanekit hardware profile, so no lane can be planned for "
@@ -110,7 +110,7 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
         asked_nodes = choice.nodes if choice.nodes not in (None, "") else None
         if asked_nodes is not None and str(asked_nodes) != str(nodes):
             raise LanekitError(
-                f"recipe {src.name}: -e nodes={asked_nodes} disagrees with {cluster.where}, whose group lane_nodes "
+                f"recipe {src.name}: -e recipe_nodes={asked_nodes} disagrees with {cluster.where}, whose group lane_nodes "
                 f"has {nodes} host{'s' if nodes != 1 else ''}; the lane runs on the inventory's nodes, so drop "
                 f"-e nodes or change lane_nodes.")
         floor = R.min_gpus(src.recipe, strategy, hardware)
@@ -137,7 +137,7 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
                 f"{cluster.where} has {gpus} (lanekit_gpus_per_node); choose a multi_node strategy.")
     if out.variant is None and not out.preset:
         # No variant asked for: the recipe's default for this hardware, else the first variant that
-        # runs on it (the rule presets already follow), so `-e strategy=` alone plans on any hardware.
+        # runs on it (the rule presets already follow), so `-e recipe_strategy=` alone plans on any hardware.
         variants = src.recipe.get("variants") or {}
         raw = (src.recipe.get("meta") or {}).get("default_variant")
         named = raw if isinstance(raw, str) else R.keyed(raw, sized.profiles.get(hardware) or {}, hardware)
@@ -161,7 +161,7 @@ def _pd_for_cluster(src: RecipeSource, strategy: str, pd, nodes: int, cluster: C
             f"recipe {src.name}: strategy {strategy} puts the prefill and decode pools on nodes of their own, and "
             f"{cluster.where} has {nodes} host{'s' if nodes != 1 else ''} in lane_nodes, but -e pd asks for "
             f"{asked[0]} prefill + {asked[1]} decode node(s); give pools of at least 1 node each that add up to "
-            f"{nodes}, e.g. -e pd='{{\"prefill\": {{\"nodes\": {(nodes + 1) // 2}}}, \"decode\": "
+            f"{nodes}, e.g. -e recipe_pd='{{\"prefill\": {{\"nodes\": {(nodes + 1) // 2}}}, \"decode\": "
             f"{{\"nodes\": {nodes // 2}}}}}'.")
     return pd
 

@@ -228,7 +228,7 @@ def _pd_pools(src: RecipeSource, result: dict, engine: _engines.Engine, common: 
             raise LanekitError(
                 f"recipe {src.name}: pd_cluster with co-located pools (nodes 0: prefill and decode on halves of one "
                 f"node) compiles (write its commands with -e commands_file=PATH) but lanekit deploys each pool on nodes "
-                f"of its own; choose -e pd='{{\"prefill\": {{\"nodes\": 1}}, \"decode\": {{\"nodes\": 1}}}}'.")
+                f"of its own; choose -e recipe_pd='{{\"prefill\": {{\"nodes\": 1}}, \"decode\": {{\"nodes\": 1}}}}'.")
         head = next(c for c in result["commands"] if c["role"] == role)
         args, owned = _split(engine, head, src, comments, ("pd", role, "args"))
         port = _int(owned, "--port", POOL_PORTS[role])

@@ -107,7 +107,7 @@ def deploy_command(lane: str, inventory: str) -> str:
 
 def logs_command(lane: str, inventory: str, rank: int) -> str:
     return (f"ansible-playbook lanekit.serving.logs_lane -i {inventory or 'inventories/<cluster>'} -e lane={lane} "
-            f"-e ranks={rank}")
+            f"-e logs_ranks={rank}")
 
 
 def _progress(statuses: Mapping[int, RankStatus]) -> str:
@@ -212,7 +212,7 @@ def decide(lane: str, engine: str | None, statuses: Mapping[int, RankStatus], in
     if heads_up:
         # The head's log says up, yet its API fails the probe: no boot left to wait for.
         return LaneVerdict(lane, DOWN, api=api, cause=f"the head logged that it is up but {missing_probe}",
-                           fix=f"read the head's log (lanekit.serving.logs_lane -e ranks=0), then: {redeploy}",
+                           fix=f"read the head's log (lanekit.serving.logs_lane -e logs_ranks=0), then: {redeploy}",
                            culprits=[heads_up[0].rank])
     return LaneVerdict(lane, BOOTING, api=api, progress=_progress(statuses))
 

@@ -53,7 +53,7 @@ def test_the_rank_that_exited_first_is_the_cause_with_its_code_and_the_redeploy_
     assert verdict.cause.startswith("rank 3 (spark-04) exited first with code 137 (SIGKILL) 40s ago")
     assert "then r5-6 stopped too" in verdict.cause
     assert verdict.fix == (f"read its log: ansible-playbook lanekit.serving.logs_lane -i inventories/sim -e lane={LANE} "
-                           f"-e ranks=3; then: ansible-playbook lanekit.serving.deploy_lane -i inventories/sim -e lane={LANE}")
+                           f"-e logs_ranks=3; then: ansible-playbook lanekit.serving.deploy_lane -i inventories/sim -e lane={LANE}")
     assert verdict.signatures[0]["id"] == "container_exited"
     assert "API refuses connections" in verdict.line
 
