@@ -192,7 +192,7 @@ def whole_cli_values(args: dict, cli_texts: list[str]) -> dict:
     out = dict(args)
     for key in ("pd", "feature_modes"):
         value = out.get(key)
-        name = f"recipe_{key}="  # the extra-var that feeds this option (playbooks/recipe_lane.yml, preflight)
+        name = f"recipe_{key}="  # the extra-var that feeds this option (the recipe_lane playbook, the preflight role)
         for text in cli_texts:
             if isinstance(value, str) and text.startswith(name) and text[len(name):].startswith(value):
                 out[key] = text[len(name):]
