@@ -195,9 +195,9 @@ def refuse_cli_inventory_layer(cli_texts: list[str]) -> None:
             continue
         names = _extra_var_names(text)
         if OLD_LAYER in names:
-            raise old_layer_refusal("with -e", f"pass the command-line layer as -e {CLI_LAYER}='{{...}}', and set "
-                                                f"the inventory's as {GROUP_LAYER} (group_vars) or {HOST_LAYER} "
-                                                f"(host_vars)")
+            fix = (f"pass the command-line layer as -e {CLI_LAYER}='{{...}}', and set the inventory's as "
+                   f"{GROUP_LAYER} (group_vars) or {HOST_LAYER} (host_vars)")
+            raise old_layer_refusal("with -e", fix)
         for name in INVENTORY_LAYERS:
             if name in names:
                 raise LanekitError(

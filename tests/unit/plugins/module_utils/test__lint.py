@@ -192,8 +192,8 @@ def test_gpu_rules_stay_silent_or_say_the_right_thing_on_a_cpu_lane():
 
 def test_an_engine_without_a_cpu_backend_is_refused_on_cpu_nodes():
     # The lane's vLLM flags are removed first: SGLang has no --max-model-len (refused before lint).
-    found, _warnings = cpu_findings({"engine": "sglang", "serve": {"args": {"--max-model-len": None,
-                                                                           "--enforce-eager": None}}})
+    dropped = {"--max-model-len": None, "--enforce-eager": None}
+    found, _warnings = cpu_findings({"engine": "sglang", "serve": {"args": dropped}})
     assert "key 'engine' is sglang on hardware cpu_x86" in found["cpu-engine"]
 
 
