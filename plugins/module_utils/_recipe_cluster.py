@@ -159,7 +159,7 @@ def _pd_for_cluster(src: RecipeSource, strategy: str, pd, nodes: int, cluster: C
     if any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in asked) or sum(asked) != nodes:
         raise LanekitError(
             f"recipe {src.name}: strategy {strategy} puts the prefill and decode pools on nodes of their own, and "
-            f"{cluster.where} has {nodes} host{'s' if nodes != 1 else ''} in lane_nodes, but -e pd asks for "
+            f"{cluster.where} has {nodes} host{'s' if nodes != 1 else ''} in lane_nodes, but -e recipe_pd asks for "
             f"{asked[0]} prefill + {asked[1]} decode node(s); give pools of at least 1 node each that add up to "
             f"{nodes}, e.g. -e recipe_pd='{{\"prefill\": {{\"nodes\": {(nodes + 1) // 2}}}, \"decode\": "
             f"{{\"nodes\": {nodes // 2}}}}}'.")
