@@ -151,7 +151,11 @@ def compile_for_cluster(args: dict, cwd: str, cluster: _recipe_cluster.Cluster, 
     written = _recipe_cluster.write_cluster_lane(
         sized, result, reports, _header(src, choice, cluster),
         (lambda path, text: False) if check_mode else _write_creating_dirs, cluster.arch)
+    # No strategy asked for: the recipe's recommended one was taken; the play says so and names the others.
+    recommended = not args.get("strategy") and not args.get("preset")
     return {"changed": written["changed"], "recipe": src.path, "recipe_root": src.root, "choice": choice,
+            "strategy_recommended": recommended,
+            "strategies": _recipe_cluster.strategies_on(sized, choice["hardware"]),
             "docker_image": _recipe_lane.docker_image(sized, choice["hardware"], choice["variant"]),
             "notes": _recipe_lane.recipe_notes(sized, choice), "lane": written["lane"],
             "lane_file": written["lane_file"], "lanes_dir": written["lanes_dir"],

@@ -88,6 +88,42 @@ def sized_source(src: RecipeSource, hardware: str, gpus_per_node: int) -> Recipe
     return dataclasses.replace(src, profiles=profiles)
 
 
+def strategies_on(src: RecipeSource, hardware: str) -> list[str]:
+    """The strategies the recipe offers on ``hardware``, in the recipe's order."""
+    profile = src.profiles.get(hardware)
+    if not isinstance(profile, dict):
+        return []
+    return [s for s in R.offered_strategies(src.recipe)
+            if s in src.strategies and R.strategy_on_hardware(src.recipe, s, profile, hardware)]
+
+
+def recommended_strategy(src: RecipeSource, hardware: str, nodes: int, gpus: int, where: str) -> str:
+    """The strategy taken when none is asked for: the recipe's ``recommended_command`` when it is for this
+    hardware and fits ``nodes`` nodes of ``gpus`` GPUs, else the first offered strategy that fits.
+
+    Prefill/decode is never taken on its own: its pools are a choice of their own.
+    """
+    def fits(strategy: str) -> bool:
+        deploy = (src.strategies.get(strategy) or {}).get("deploy_type") or "single_node"
+        floor = R.min_gpus(src.recipe, strategy, hardware)
+        if deploy == "single_node":
+            return nodes == 1 and gpus >= floor
+        return deploy == "multi_node" and nodes >= 2 and nodes * gpus >= floor
+
+    offered = strategies_on(src, hardware)
+    recommended = src.recipe.get("recommended_command") or {}
+    if recommended.get("hardware") == hardware and recommended.get("strategy") in offered \
+            and fits(recommended["strategy"]):
+        return recommended["strategy"]
+    for strategy in offered:
+        if fits(strategy):
+            return strategy
+    raise LanekitError(
+        f"recipe {src.name}: no -e recipe_strategy was given, and none of the recipe's strategies on {hardware} "
+        f"({', '.join(offered) or 'none'}) fits the {nodes} host{'s' if nodes != 1 else ''} of {gpus} GPUs in "
+        f"lane_nodes of {where}; pass -e recipe_strategy=NAME, or change lane_nodes.")
+
+
 def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple[RecipeSource, Choice]:
     """The choice sized to the cluster (hardware, node count, variant), or a one-sentence refusal."""
     hardware = _hardware(src, choice, cluster)
@@ -103,7 +139,11 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
     preset = ((src.recipe.get("presets") or {}).get(choice.preset) or {}) if choice.preset else {}
     strategy = choice.strategy or preset.get("strategy")
     nodes = len(cluster.hosts)
-    out = dataclasses.replace(choice, hardware=hardware, feature_modes=dict(choice.feature_modes or {}))
+    if not strategy:
+        # As the recipe site does: no strategy asked for is the recipe's recommended one for these nodes.
+        strategy = recommended_strategy(sized, hardware, nodes, gpus, cluster.where)
+    out = dataclasses.replace(choice, hardware=hardware, strategy=strategy or None,
+                              feature_modes=dict(choice.feature_modes or {}))
     spec = src.strategies.get(strategy) if isinstance(strategy, str) else None
     if spec is not None:
         deploy = spec.get("deploy_type") or "single_node"
@@ -112,7 +152,7 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
             raise LanekitError(
                 f"recipe {src.name}: -e recipe_nodes={asked_nodes} disagrees with {cluster.where}, whose group lane_nodes "
                 f"has {nodes} host{'s' if nodes != 1 else ''}; the lane runs on the inventory's nodes, so drop "
-                f"-e nodes or change lane_nodes.")
+                f"-e recipe_nodes or change lane_nodes.")
         floor = R.min_gpus(src.recipe, strategy, hardware)
         if deploy == "single_node" and nodes != 1:
             raise LanekitError(

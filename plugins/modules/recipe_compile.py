@@ -41,7 +41,12 @@ options:
     description: Hardware profile id of the tree's taxonomy (for example C(gb300), C(h200), C(mi355x)).
     type: str
   strategy:
-    description: Serving strategy id (a C(strategies/<id>.yaml) of the tree).
+    description:
+      - Serving strategy id (a C(strategies/<id>.yaml) of the tree).
+      - In cluster mode (O(nodes_group)), unset without a O(preset) takes the recipe's recommended strategy for the
+        group's nodes, as the recipe site does (its C(recommended_command) when that is for this hardware and fits,
+        else the first offered strategy that fits; prefill/decode is never taken on its own). Elsewhere a missing
+        strategy is refused with a sentence naming the strategies the recipe offers on the hardware.
     type: str
   variant:
     description: Recipe variant; default C(default) (or the preset's first variant).
@@ -161,4 +166,13 @@ lane:
   description: The lane name written.
   returned: when a lane is written
   type: str
+strategy_recommended:
+  description: Cluster mode only, whether no strategy was asked for and the recipe's recommended one was taken.
+  returned: when O(nodes_group) is set
+  type: bool
+strategies:
+  description: Cluster mode only, the strategies the recipe offers on the nodes' hardware, in the recipe's order.
+  returned: when O(nodes_group) is set
+  type: list
+  elements: str
 """

@@ -53,3 +53,13 @@ def test_plan_refuses_the_old_strategy_name_naming_the_new_one(tmp_path):
     assert proc.returncode != 0
     assert "-e strategy is an old name that lanekit no longer reads" in out and "pass -e recipe_strategy instead." in out
     assert not list(tmp_path.iterdir())
+
+
+def test_no_strategy_takes_the_recipes_recommended_one_and_says_so(tmp_path):
+    # Issue 23: "refuses the choice hardware=gb300 strategy=None" before; now the recipe site's choice.
+    proc = _plan("gb300", reports=tmp_path)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "single_node_tp on 1x gb300" in out and "None" not in out
+    assert "No -e recipe_strategy was given: took the recommended strategy of the recipe for these nodes (on gb300 " \
+           "it offers single_node_tp, multi_node_tp" in out
