@@ -14,7 +14,7 @@ from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_cluster, _recipe_lane
+from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_cluster, _recipe_lane, _recipe_offer
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import LANE_NAME_RE
@@ -39,6 +39,8 @@ ARGUMENT_SPEC = {
     "commands_file": {"type": "str"},
     # Cluster mode (lanekit.serving.plan_lane/deploy_lane -e recipe=...): size the choice to this inventory group.
     "nodes_group": {"type": "str"},
+    # List what the recipe offers (-e recipe_list=true) instead of compiling a choice.
+    "list_choices": {"type": "bool", "default": False},
 }
 
 
@@ -162,6 +164,15 @@ def compile_for_cluster(args: dict, cwd: str, cluster: _recipe_cluster.Cluster, 
             "images_dir": written["images_dir"], "image_spec": written["image_spec"]}
 
 
+def list_choices(args: dict, cwd: str) -> dict:
+    """What the recipe offers, per hardware; nothing is compiled or written."""
+    src = load_recipe(args["recipe"] if os.path.isabs(args["recipe"]) else os.path.join(cwd, args["recipe"]),
+                      args.get("recipe_root"))
+    found = _recipe_offer.offer(src)
+    return {"changed": False, "recipe": src.path, "recipe_root": src.root, "offer": found,
+            "offer_lines": _recipe_offer.lines(found)}
+
+
 def _write_creating_dirs(path: str, text: str) -> bool:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     return write_if_changed(path, text)
@@ -213,7 +224,9 @@ class ActionModule(ActionBase):
         try:
             cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
             args = whole_cli_values(args, cli_texts)
-            if args.get("nodes_group"):
+            if args.get("list_choices"):
+                result.update(list_choices(args, os.getcwd()))
+            elif args.get("nodes_group"):
                 cluster = cluster_from_vars(task_vars or {}, args["nodes_group"], self._templar.template)
                 configured = (task_vars or {}).get("lanekit_reports_dir")
                 reports = reports_root(self._templar.template(configured) if configured else None,

@@ -79,6 +79,13 @@ options:
   commands_file:
     description: Write the composed commands here as JSON.
     type: str
+  list_choices:
+    description:
+      - List what the recipe offers instead of compiling a choice (the C(recipe_lane) playbook's
+        C(-e recipe_list=true)), per hardware profile the strategies and variants the compiler accepts there,
+        the features (opt-in ones marked), the presets and the recommended command. Nothing is written.
+    type: bool
+    default: false
   nodes_group:
     description:
       - Cluster mode, used by the preflight role for C(lanekit.serving.plan_lane)/C(lanekit.serving.deploy_lane) C(-e recipe=PATH).
@@ -166,6 +173,15 @@ lane:
   description: The lane name written.
   returned: when a lane is written
   type: str
+offer:
+  description: With O(list_choices), what the recipe offers (hardware, features, opt_in_features, presets, recommended).
+  returned: when O(list_choices) is true
+  type: dict
+offer_lines:
+  description: With O(list_choices), the offer as printable lines.
+  returned: when O(list_choices) is true
+  type: list
+  elements: str
 strategy_recommended:
   description: Cluster mode only, whether no strategy was asked for and the recipe's recommended one was taken.
   returned: when O(nodes_group) is set

@@ -54,3 +54,11 @@ def test_the_old_names_of_the_choice_are_refused_naming_the_new_ones(tmp_path, o
     new = ", ".join(f"-e recipe_{item.split('=')[0]}" for item in sorted(old))
     assert f"pass {new} instead." in out and "Traceback" not in proc.stdout + proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_recipe_list_prints_the_offer_and_writes_nothing(tmp_path):
+    proc = _run("recipe_list=true", cwd=str(tmp_path))
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "recipe mistralai/Mistral-Large-4-1T-A52B offers" in out and "gb300: strategies single_node_tp" in out
+    assert "Compile the recipe for the choice" not in out and not list(tmp_path.iterdir())
