@@ -96,7 +96,9 @@ class ActionModule(ActionBase):
         plan_file = args.get("plan_file")
         if not plan_file and args["write_plan"] and plan.get("reports_dir"):
             plan_file = os.path.join(plan["reports_dir"], "plan.json")
-        if plan_file and not self._task.check_mode:
+        # The preflight role runs this task with check_mode: false (a --check run still needs the plan),
+        # so the command line's --check is asked too: a check run writes no plan file.
+        if plan_file and not self._task.check_mode and not context.CLIARGS.get("check"):
             try:
                 result["changed"] = write_plan_file(plan_file, plan)
             except LanekitError as err:

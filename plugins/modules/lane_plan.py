@@ -90,7 +90,9 @@ options:
 attributes:
   check_mode:
     support: full
-    details: The plan is rendered in check mode too; O(plan_file) is not written.
+    details: >-
+      The plan is rendered in check mode too; O(plan_file) is not written, also when the task runs with
+      C(check_mode=false) in a C(--check) run (as the preflight role does), so C(plan_lane --check) writes nothing.
   diff_mode:
     support: none
   idempotent:

@@ -59,3 +59,15 @@ def test_the_old_name_in_host_vars_is_refused_with_the_new_names(tmp_path):
     assert "lane_overrides is set in the inventory for host spark-03" in out
     assert "rename it to lane_group_overrides in group_vars and to lane_host_overrides in host_vars." in out
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_plan_lane_check_writes_no_plan_and_reports_no_change(tmp_path):
+    # Issue 23: plan_lane --check wrote reports/<lane>/plan.json and reported a change.
+    inventory = _inventory(tmp_path, "lane_group_overrides: {}\n", "lane_host_overrides: {}\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    argv = [ANSIBLE_PLAYBOOK, PLAYBOOK, "--check", "-i", str(inventory), "-e", f"lane={LANE}",
+            "-e", f"lanekit_reports_dir={tmp_path / 'reports'}"]
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (tmp_path / "reports" / LANE / "plan.json").exists()
+    assert " changed=0 " in proc.stdout
