@@ -415,6 +415,12 @@ def table(plan: dict) -> str:
     lines.append(f"weights {plan['weights']['path']}  (read-only, revision {plan['weights']['revision'] or 'unpinned'})")
     lines.append(f"api     http://{plan['api']['address']}:{plan['api']['port']}/v1  model {plan['api']['served_model_name']}")
     lines.append("rank 0  " + " ".join(_quote(a) for a in head["entrypoint"] + head["command"]))
+    for override in plan.get("overrides") or []:
+        every = len(override["hosts"]) == len({r["host"] for r in plan["ranks"]})
+        own = override["layer"].startswith(HOST_LAYER)  # the source names its host
+        where = "" if every or own else f" (ranks on {', '.join(override['hosts'])})"
+        keys = ", ".join(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in override["keys"].items())
+        lines.append(f"layer   {override['layer']}{where}: {keys}")
     for note in plan.get("notes") or []:
         lines.append(f"note    {note}")
     return "\n".join(lines)
@@ -697,4 +703,43 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     plan["notes"] = [n for n in lane.get("notes") or [] if not n.startswith(_lint.TROUBLESHOOTING_PREFIX)]
     plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}
     plan["layers"] = lane["_layers"]
+    overrides = layer_overrides(hosts)
+    if overrides:
+        # What each override layer set and for which hosts, for the person reading the plan.
+        plan["overrides"] = overrides
     return plan, findings
+
+
+def _flatten(layer, prefix: str = "") -> dict:
+    """An override layer as {dotted key: value}; mappings under serve.args stay values (a flag's JSON)."""
+    out = {}
+    for key, value in layer.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and not prefix.startswith("serve.args."):
+            if path == "serve.args":
+                out.update({f"serve.args.{flag}": v for flag, v in value.items()})
+            else:
+                out.update(_flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def layer_overrides(hosts: list[dict]) -> list[dict]:
+    """[{layer, hosts, keys}] for every non-empty override layer, in layer order; a layer every host
+    shares (the group's, the command line's) is listed once."""
+    out: list[dict] = []
+    for host in hosts:
+        for source, value in host["layers"]:
+            layer = parse_overrides(value, source, source.split(" ", 1)[0])
+            if not layer:
+                continue
+            keys = _flatten(layer)
+            same = next((o for o in out if o["layer"] == source and o["keys"] == keys), None)
+            if same:
+                same["hosts"].append(host["name"])
+            else:
+                out.append({"layer": source, "hosts": [host["name"]], "keys": keys})
+    order = (GROUP_LAYER, HOST_LAYER, CLI_LAYER)
+    return sorted(out, key=lambda o: order.index(o["layer"].split(" ", 1)[0]) if o["layer"].split(" ", 1)[0] in order
+                  else len(order))

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import GROUP_SOURCE, host_source
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
+from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane, table
 from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, plan, spark8_hosts
 
 GROUP = {"serve": {"args": {"--max-num-seqs": 64}}}
@@ -95,3 +95,24 @@ def test_a_group_layer_that_differs_between_hosts_is_refused():
     text = str(err.value)
     assert text.startswith("lane_group_overrides is not the same for host spark-05 as for host spark-01")
     assert "lane_host_overrides in its host_vars" in text
+
+
+def test_the_plan_table_shows_each_layer_what_it_set_and_where():
+    result, _findings = plan(VLLM, group_overrides=GROUP, host_overrides=HOST, overrides={"boot": {"budget_s": 9000}})
+    assert result["overrides"] == [
+        {"layer": GROUP_SOURCE, "hosts": [f"spark-0{i}" for i in range(1, 9)], "keys": {"serve.args.--max-num-seqs": 64}},
+        {"layer": host_source("spark-03"), "hosts": ["spark-03"], "keys": {"serve.env.NCCL_DEBUG": "INFO"}},
+        {"layer": "lane_cli_overrides given with -e", "hosts": [f"spark-0{i}" for i in range(1, 9)],
+         "keys": {"boot.budget_s": 9000}},
+    ]
+    lines = table(result).splitlines()
+    assert lines[-3:] == [
+        f"layer   {GROUP_SOURCE}: serve.args.--max-num-seqs=64",
+        f"layer   {host_source('spark-03')}: serve.env.NCCL_DEBUG=INFO",
+        "layer   lane_cli_overrides given with -e: boot.budget_s=9000",
+    ]
+
+
+def test_a_plan_without_override_layers_has_no_overrides_entry():
+    result, _findings = plan(VLLM)
+    assert "overrides" not in result and not any(line.startswith("layer ") for line in table(result).splitlines())
