@@ -99,7 +99,7 @@ class ActionModule(ActionBase):
                 record = json.load(fh)
         except (OSError, ValueError):
             raise LanekitError(f"{run_dir}/run.json is missing or unreadable: the bench_run step did not finish; "
-                               "run playbooks/bench-lane.yml again.") from None
+                               "run ansible-playbook lanekit.serving.bench_lane again.") from None
         tool_result = None
         json_file = os.path.join(run_dir, "raw", "tool-eval-bench.json")
         if os.path.isfile(json_file):

@@ -67,14 +67,14 @@ def archive_dir(lane: str, from_archive: str, reports_dir: str) -> str:
         path = os.path.abspath(os.path.expanduser(from_archive))
         if not glob.glob(os.path.join(path, "ranks", "*", "full.log")):
             raise logmerge.LogOptionError(f"{path} holds no ranks/r<rank>-<host>/full.log; pass a failure bundle or "
-                                          f"teardown archive folder of reports/{lane}/, or from_archive=latest.")
+                                          f"teardown archive folder of reports/{lane}/, or logs_from_archive=latest.")
         return path
     root = os.path.join(reports_dir, lane)
     bundles = sorted({os.path.dirname(os.path.dirname(os.path.dirname(p)))
                       for p in glob.glob(os.path.join(root, "*", "ranks", "*", "full.log"))})
     if not bundles:
         raise logmerge.LogOptionError(f"No archived rank logs under {root}; a failed deploy or a teardown writes them "
-                                      "there, or pass from_archive=PATH.")
+                                      "there, or pass logs_from_archive=PATH.")
     # The folders are named <UTC timestamp>[-reason]: the last in name order is the newest.
     return bundles[-1]
 
@@ -115,7 +115,7 @@ class ActionModule(ActionBase):
                 reports = args.get("reports_dir") or os.path.join(os.getcwd(), "reports")
                 source = archive_dir(args["lane"], args["from_archive"], reports)
                 streams = archive_streams(source)
-                # An archive's "now" is its last line: since= counts back from the end of the log.
+                # An archive's "now" is its last line: logs_since= counts back from the end of the log.
                 stamps = [split_timestamp(raw[-1])[0] for raw in streams.values() if raw]
                 stamps = [ts for ts in stamps if ts is not None]
                 now = max(stamps) if stamps else time.time()

@@ -4,9 +4,10 @@
 
 No host is contacted. The documentation lives in plugins/modules/lane_plan.py.
 
-Override layers: ``lane_overrides`` from the inventory (group_vars/host_vars), then
-``lane_cli_overrides`` from the command line. They have different names so that Ansible's
-variable precedence never lets one replace the other: lanes deep-merge the two.
+Override layers: ``lane_group_overrides`` from the inventory's group_vars, ``lane_host_overrides``
+from one host's host_vars, then ``lane_cli_overrides`` from the command line. They have different
+names so that Ansible's variable precedence never lets one replace another: lanes deep-merge them.
+The old shared name ``lane_overrides`` is refused wherever it is set.
 """
 from __future__ import annotations
 
@@ -21,7 +22,16 @@ from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
+    CLI_LAYER,
+    CLI_SOURCE,
+    GROUP_LAYER,
+    HOST_LAYER,
+    OLD_LAYER,
+    inventory_layers,
+    old_layer_refusal,
+    parse_overrides,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import (
     find_spec_dir,
     plan_lane,
@@ -32,8 +42,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._plan import (
 
 display = Display()
 
-CLI_LAYER = "lane_cli_overrides"
-INVENTORY_LAYER = "lane_overrides"
+# Inventory layers: -e would replace them for every host instead of layering over them.
+INVENTORY_LAYERS = (GROUP_LAYER, HOST_LAYER, OLD_LAYER)
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
@@ -86,7 +96,9 @@ class ActionModule(ActionBase):
         plan_file = args.get("plan_file")
         if not plan_file and args["write_plan"] and plan.get("reports_dir"):
             plan_file = os.path.join(plan["reports_dir"], "plan.json")
-        if plan_file and not self._task.check_mode:
+        # The preflight role runs this task with check_mode: false (a --check run still needs the plan),
+        # so the command line's --check is asked too: a check run writes no plan file.
+        if plan_file and not self._task.check_mode and not context.CLIARGS.get("check"):
             try:
                 result["changed"] = write_plan_file(plan_file, plan)
             except LanekitError as err:
@@ -110,9 +122,9 @@ class ActionModule(ActionBase):
         cli_layer = self._cli_overrides(cli_texts, task_vars)
         hosts = []
         for name in host_names:
-            layers = [(f"{INVENTORY_LAYER} in the inventory (host {name})", self._inventory_overrides(name, hostvars[name]))]
+            layers = self._inventory_layers(name, hostvars[name])
             if cli_layer is not None:
-                layers.append((f"{CLI_LAYER} given with -e", cli_layer))
+                layers.append((CLI_SOURCE, cli_layer))
             hosts.append({"name": name, "vars": hostvars[name], "layers": layers})
         skip = [part for item in (args.get("lint_skip") or []) for part in str(item).split(",")]
         cwd = os.getcwd()
@@ -141,17 +153,17 @@ class ActionModule(ActionBase):
         """
         raw = cli_layer_text(cli_texts)
         if raw is not None:
-            return parse_overrides(raw, f"{CLI_LAYER} given with -e", CLI_LAYER)
+            return parse_overrides(raw, CLI_SOURCE, CLI_LAYER)
         if task_vars.get(CLI_LAYER) is None:
             return None
-        return parse_overrides(self._templar.template(task_vars[CLI_LAYER]), f"{CLI_LAYER} given with -e", CLI_LAYER)
+        return parse_overrides(self._templar.template(task_vars[CLI_LAYER]), CLI_SOURCE, CLI_LAYER)
 
-    def _inventory_overrides(self, host, host_vars):
-        """``lane_overrides`` from group_vars/host_vars (the command line cannot set it, see above)."""
-        value = host_vars.get(INVENTORY_LAYER)
-        if value is None:
-            return {}
-        return parse_overrides(self._templar.template(value), f"{INVENTORY_LAYER} in the inventory (host {host})")
+    def _inventory_layers(self, host, host_vars):
+        """The group and host layers of one host (the command line cannot set them, see above)."""
+        def value(name):
+            raw = host_vars.get(name)
+            return None if raw is None else self._templar.template(raw)
+        return inventory_layers(host, value(GROUP_LAYER), value(HOST_LAYER), value(OLD_LAYER))
 
 
 def cli_layer_text(cli_texts: list[str]) -> str | None:
@@ -179,12 +191,18 @@ def _extra_var_names(text: str) -> set[str]:
 
 
 def refuse_cli_inventory_layer(cli_texts: list[str]) -> None:
-    """``-e lane_overrides=...`` would replace the inventory's layer instead of layering over it."""
+    """``-e lane_group_overrides=...`` would replace the inventory's layer instead of layering over it."""
     for text in cli_texts:
         if text.startswith(f"{CLI_LAYER}="):
             continue
-        if INVENTORY_LAYER in _extra_var_names(text):
-            raise LanekitError(
-                f"lane_overrides was given with -e, where it would replace the inventory's lane_overrides instead of "
-                f"layering over them; pass the command-line layer as -e {CLI_LAYER}='{{...}}' instead."
-            )
+        names = _extra_var_names(text)
+        if OLD_LAYER in names:
+            fix = (f"pass the command-line layer as -e {CLI_LAYER}='{{...}}', and set the inventory's as "
+                   f"{GROUP_LAYER} (group_vars) or {HOST_LAYER} (host_vars)")
+            raise old_layer_refusal("with -e", fix)
+        for name in INVENTORY_LAYERS:
+            if name in names:
+                raise LanekitError(
+                    f"{name} was given with -e, where it would replace the inventory's {name} instead of layering "
+                    f"over it; pass the command-line layer as -e {CLI_LAYER}='{{...}}' instead."
+                )

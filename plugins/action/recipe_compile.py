@@ -14,7 +14,7 @@ from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_cluster, _recipe_lane
+from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_cluster, _recipe_lane, _recipe_offer
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import write_output
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import LANE_NAME_RE
@@ -38,8 +38,10 @@ ARGUMENT_SPEC = {
     "lane_file": {"type": "str"},
     "lanes_dir": {"type": "str"},
     "commands_file": {"type": "str"},
-    # Cluster mode (plan-lane.yml/deploy-lane.yml -e recipe=...): size the choice to this inventory group.
+    # Cluster mode (lanekit.serving.plan_lane/deploy_lane -e recipe=...): size the choice to this inventory group.
     "nodes_group": {"type": "str"},
+    # List what the recipe offers (-e recipe_list=true) instead of compiling a choice.
+    "list_choices": {"type": "bool", "default": False},
 }
 
 
@@ -52,7 +54,7 @@ def _mapping(value, name: str) -> dict | None:
             value = yaml.safe_load(value)
         except yaml.YAMLError:
             raise LanekitError(f"{name} is not valid JSON or YAML; pass a mapping such as "
-                               + ("'{\"spec_decoding\": \"mtp\"}'." if name == "feature_modes" else
+                               + ("'{\"spec_decoding\": \"mtp\"}'." if name == "recipe_feature_modes" else
                                   "'{\"prefill\": {\"nodes\": 1, \"parallelism\": \"dep\"}, \"decode\": {\"nodes\": 1}}'.")) from None
     if not isinstance(value, dict):
         raise LanekitError(f"{name} must be a mapping, found {type(value).__name__}.")
@@ -67,7 +69,7 @@ def _features(value) -> list | None:
         return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise LanekitError("features must be a comma-separated list of feature names (or a YAML list of names).")
+    raise LanekitError("recipe_features must be a comma-separated list of feature names (or a YAML list of names).")
 
 
 def choice_from_args(args: dict) -> Choice:
@@ -75,9 +77,9 @@ def choice_from_args(args: dict) -> Choice:
     return Choice(hardware=args.get("hardware") or None, strategy=args.get("strategy") or None,
                   variant=args.get("variant") or None, preset=args.get("preset") or None,
                   features=_features(args.get("features")),
-                  feature_modes=_mapping(args.get("feature_modes"), "feature_modes") or {},
+                  feature_modes=_mapping(args.get("feature_modes"), "recipe_feature_modes") or {},
                   nodes=args.get("nodes") if args.get("nodes") not in ("",) else None,
-                  pd=_mapping(args.get("pd"), "pd"))
+                  pd=_mapping(args.get("pd"), "recipe_pd"))
 
 
 def write_if_changed(path: str, text: str, where: str = "", example: str = "") -> bool:
@@ -148,11 +150,24 @@ def compile_for_cluster(args: dict, cwd: str, cluster: _recipe_cluster.Cluster, 
     written = _recipe_cluster.write_cluster_lane(
         sized, result, reports, _header(src, choice, cluster),
         (lambda path, text: False) if check_mode else _write_creating_dirs, cluster.arch)
+    # No strategy asked for: the recipe's recommended one was taken; the play says so and names the others.
+    recommended = not args.get("strategy") and not args.get("preset")
     return {"changed": written["changed"], "recipe": src.path, "recipe_root": src.root, "choice": choice,
+            "strategy_recommended": recommended,
+            "strategies": _recipe_cluster.strategies_on(sized, choice["hardware"]),
             "docker_image": _recipe_lane.docker_image(sized, choice["hardware"], choice["variant"]),
             "notes": _recipe_lane.recipe_notes(sized, choice), "lane": written["lane"],
             "lane_file": written["lane_file"], "lanes_dir": written["lanes_dir"],
             "images_dir": written["images_dir"], "image_spec": written["image_spec"]}
+
+
+def list_choices(args: dict, cwd: str) -> dict:
+    """What the recipe offers, per hardware; nothing is compiled or written."""
+    src = load_recipe(args["recipe"] if os.path.isabs(args["recipe"]) else os.path.join(cwd, args["recipe"]),
+                      args.get("recipe_root"))
+    found = _recipe_offer.offer(src)
+    return {"changed": False, "recipe": src.path, "recipe_root": src.root, "offer": found,
+            "offer_lines": _recipe_offer.lines(found)}
 
 
 def _write_creating_dirs(path: str, text: str) -> bool:
@@ -182,17 +197,18 @@ def cluster_from_vars(task_vars: dict, group: str, template) -> _recipe_cluster.
 
 
 def whole_cli_values(args: dict, cli_texts: list[str]) -> dict:
-    """``args`` with ``pd``/``feature_modes`` read back whole from ``-e key=JSON`` text.
+    """``args`` with ``pd``/``feature_modes`` read back whole from ``-e recipe_pd=JSON`` text.
 
-    Ansible splits ``-e key=value`` at every space, so ``-e pd='{"prefill": {...}}'`` arrives cut
-    after its first word; when an argument is such a cut prefix of the raw text, use the raw text.
+    Ansible splits ``-e key=value`` at every space, so ``-e recipe_pd='{"prefill": {...}}'`` arrives
+    cut after its first word; when an argument is such a cut prefix of the raw text, use the raw text.
     """
     out = dict(args)
     for key in ("pd", "feature_modes"):
         value = out.get(key)
+        name = f"recipe_{key}="  # the extra-var that feeds this option (the recipe_lane playbook, the preflight role)
         for text in cli_texts:
-            if isinstance(value, str) and text.startswith(f"{key}=") and text[len(key) + 1:].startswith(value):
-                out[key] = text[len(key) + 1:]
+            if isinstance(value, str) and text.startswith(name) and text[len(name):].startswith(value):
+                out[key] = text[len(name):]
     return out
 
 
@@ -206,7 +222,9 @@ class ActionModule(ActionBase):
         try:
             cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
             args = whole_cli_values(args, cli_texts)
-            if args.get("nodes_group"):
+            if args.get("list_choices"):
+                result.update(list_choices(args, os.getcwd()))
+            elif args.get("nodes_group"):
                 cluster = cluster_from_vars(task_vars or {}, args["nodes_group"], self._templar.template)
                 configured = (task_vars or {}).get("lanekit_reports_dir")
                 reports = reports_root(self._templar.template(configured) if configured else None,

@@ -125,4 +125,4 @@ def resolve(ref: str, reports_root: str, baselines_dir: str) -> str:
         except (OSError, ValueError, AttributeError):
             continue
     raise ValueError(f"{ref!r} is neither a report file, a run directory, baseline:<lane>, nor a lane with a valid "
-                     f"bench run under {runs}: run playbooks/bench-lane.yml -e lane={ref} first.")
+                     f"bench run under {runs}: run ansible-playbook lanekit.serving.bench_lane -i <inventory> -e lane={ref} first.")

@@ -48,10 +48,11 @@ def check_before(lane: str, plan_hash: str, ranks: list[dict[str, Any]], api: di
             problems.append(f"Rank {r['rank']} of lane {lane}: node {r['host']} did not answer.")
         elif not r["exists"]:
             problems.append(f"Rank {r['rank']} of lane {lane} has no container {r['container']} on {r['host']}: "
-                            "deploy the lane first (playbooks/deploy-lane.yml).")
+                            f"deploy the lane first (ansible-playbook lanekit.serving.deploy_lane -i <inventory> "
+                            f"-e lane={lane}).")
         elif not r["running"]:
             problems.append(f"Rank {r['rank']} of lane {lane} ({r['container']} on {r['host']}) is not running: "
-                            "see playbooks/status-lane.yml.")
+                            f"see ansible-playbook lanekit.serving.status_lane -i <inventory> -e lane={lane}.")
         elif r["plan_hash"] != plan_hash:
             problems.append(f"Rank {r['rank']} of lane {lane} runs plan {r['plan_hash'][:12] or 'unknown'}, not "
                             f"{plan_hash[:12]}: redeploy the lane so every rank runs the current plan.")

@@ -5,7 +5,7 @@
 section and the command line's ``bench_settings``, validated, and turned into the argv of
 tool-eval-bench (which drives llama-benchy for the throughput grid).
 
-Layers (later wins per key): DEFAULTS, the lane file's ``bench:`` (after lane_overrides), the
+Layers (later wins per key): DEFAULTS, the lane file's ``bench:`` (after the override layers), the
 command line (``-e '{"bench_settings": {...}}'``). Every problem is one sentence naming the layer
 and the key.
 """

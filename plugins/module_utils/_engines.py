@@ -10,7 +10,7 @@ these records; none of them names an engine's flag, variable or default on its o
 
 Adding an engine (or a process role such as a router) means adding one :class:`Engine` record
 and, if its command line has a new shape, one argv builder below. The records follow the
-engines' own documentation (``shared/reference/launch.md``).
+engines' own documentation.
 """
 from __future__ import annotations
 
@@ -112,6 +112,23 @@ class Engine:
     # leaves paths open (vLLM: only /v1, /v2, /inference, /cohere): with a key, every rank gets
     # lanekit's KeyGuard (_keyguard.py) through it. "" when the engine guards every path itself.
     key_guard_flag: str = ""
+    # Settings one rank of a group may have on its own (a host's lane_host_overrides): what only
+    # changes that process's logging or its local timeouts (the env-carried ones of ``timeouts``). Every other
+    # flag or variable must be the same on every rank of the group: ranks that disagree on
+    # --max-num-seqs or on NCCL_ALGO schedule or communicate differently, and hang or crash.
+    rank_local_args: frozenset = frozenset()
+    rank_local_env: re.Pattern = re.compile(r"(?!)")
+    # Flags only this engine has (the other engines' parsers refuse them: "unrecognized arguments"),
+    # each with the setting it makes; another engine's flag for the same setting is its spelling there.
+    # Only flags known to be absent from every other engine's parser belong here.
+    distinct_args: Mapping[str, str] = field(default_factory=dict)
+
+    def may_differ_per_rank(self, kind: str, name: str) -> bool:
+        """Whether ``serve.<kind>.<name>`` (kind ``args`` or ``env``) may differ between the ranks of a group."""
+        if kind == "args":
+            return name in self.rank_local_args
+        local = any(t.carrier == "env" and t.key == name for t in self.timeouts)
+        return local or bool(RANK_LOCAL_ENV.fullmatch(name) or self.rank_local_env.fullmatch(name))
 
     def timeout(self, name: str) -> Timeout | None:
         return next((t for t in self.timeouts if t.name == name), None)
@@ -129,6 +146,12 @@ class Engine:
             if timeout.budget:
                 (env if timeout.carrier == "env" else flags)[timeout.key] = budget_s
         return env, flags
+
+
+# Variables every engine's ranks may set on their own: what only changes one process's logging.
+# (A node's network devices come from its inventory variables, fabric_ifname and friends.)
+RANK_LOCAL_ENV = re.compile(
+    r"NCCL_DEBUG(?:_SUBSYS|_FILE)?|TORCH_CPP_LOG_LEVEL|TORCH_DISTRIBUTED_DEBUG|PYTHONUNBUFFERED|PYTHONFAULTHANDLER")
 
 
 def _vllm_argv(a: RankArgs) -> list:
@@ -241,6 +264,25 @@ VLLM = Engine(
     # vLLM checks the key under /v1, /v2, /inference and /cohere only (0.32.0), not on /tokenize,
     # /pooling, /score, /rerank or /invocations; --middleware adds the check everywhere else.
     key_guard_flag="--middleware",
+    # Logging of one process; the head's HTTP server only (headless ranks serve none).
+    rank_local_args=frozenset({"--uvicorn-log-level", "--disable-log-stats", "--enable-log-requests",
+                               "--disable-log-requests", "--disable-uvicorn-access-log"}),
+    rank_local_env=re.compile(r"VLLM_LOGGING_LEVEL|VLLM_LOG_STATS_INTERVAL|VLLM_TRACE_FUNCTION"
+                              r"|VLLM_CPU_OMP_THREADS_BIND"),
+    distinct_args={
+        "--max-model-len": "max_len", "--gpu-memory-utilization": "memory_fraction",
+        "--max-num-seqs": "max_running_requests", "--distributed-timeout-seconds": "distributed_timeout",
+        "--enforce-eager": "no_cuda_graph", "--speculative-config": "speculative",
+        "--max-num-batched-tokens": "max_num_batched_tokens", "--enable-prefix-caching": "enable_prefix_caching",
+        "--no-enable-prefix-caching": "no_enable_prefix_caching",
+        "--enable-auto-tool-choice": "auto_tool_choice", "--mm-processor-cache-gb": "mm_processor_cache_gb",
+        "--config-format": "config_format", "--cuda-graph-sizes": "cuda_graph_sizes",
+        "--max-cudagraph-capture-size": "max_cudagraph_capture_size", "--compilation-config": "compilation_config",
+        "--kv-transfer-config": "kv_transfer_config", "--async-scheduling": "async_scheduling",
+        "--limit-mm-per-prompt": "limit_mm_per_prompt", "--swap-space": "swap_space",
+        "--all2all-backend": "all2all_backend",
+        "--data-parallel-hybrid-lb": "data_parallel_hybrid_lb", "--uvicorn-log-level": "uvicorn_log_level",
+    },
 )
 
 SGLANG = Engine(
@@ -288,6 +330,20 @@ SGLANG = Engine(
     consolidated_layout_args={"--tokenizer-mode": "mistral"},
     # Stock SGLang ignores SGLANG_UNBALANCED_LOAD_TIMEOUT_S; the baked patch makes it read it.
     timeout_patches={"barrier": "patch_barrier_timeout"},
+    # Logging of one process (every SGLang rank serves its own health endpoint).
+    rank_local_args=frozenset({"--log-level", "--log-level-http", "--log-requests", "--log-requests-level"}),
+    rank_local_env=re.compile(r"SGLANG_LOGGING_CONFIG_PATH"),
+    distinct_args={
+        "--context-length": "max_len", "--mem-fraction-static": "memory_fraction",
+        "--max-running-requests": "max_running_requests", "--dist-timeout": "distributed_timeout",
+        "--disable-cuda-graph": "no_cuda_graph", "--speculative-algorithm": "speculative",
+        "--speculative-num-steps": "speculative_num_steps", "--speculative-eagle-topk": "speculative_eagle_topk",
+        "--speculative-num-draft-tokens": "speculative_num_draft_tokens", "--watchdog-timeout": "watchdog_timeout",
+        "--chunked-prefill-size": "chunked_prefill_size", "--disable-radix-cache": "disable_radix_cache",
+        "--cuda-graph-max-bs": "cuda_graph_max_bs", "--enable-dp-attention": "enable_dp_attention",
+        "--moe-runner-backend": "moe_runner_backend", "--dsa-prefill-backend": "dsa_prefill_backend",
+        "--dsa-decode-backend": "dsa_decode_backend", "--max-total-tokens": "max_total_tokens",
+    },
 )
 
 ENGINES: Mapping[str, Engine] = {e.name: e for e in (VLLM, SGLANG)}
@@ -368,6 +424,18 @@ API_ROLES = ("head", "router")
 COMMON_MILESTONES: tuple[Milestone, ...] = (
     _m(r"Loading safetensors checkpoint shards", "loading", "load_begin"),
 )
+
+
+def foreign_flag(engine: Engine, flag: str) -> tuple[Engine, str | None] | None:
+    """(the engine that has ``flag``, ``engine``'s own flag for that setting or None) when ``flag`` is
+    another engine's only; None when it may be ``engine``'s (lanekit does not know every flag)."""
+    for other in ENGINES.values():
+        setting = other.distinct_args.get(flag)
+        if other is engine or setting is None or flag in engine.distinct_args:
+            continue
+        own = next((f for f, s in engine.distinct_args.items() if s == setting), None)
+        return other, own
+    return None
 
 
 def get(name: str | None) -> Engine:

@@ -107,7 +107,7 @@ PROFILES = {
         "admission_free_gib": 108.78,
         "admission_estimated": False,
         "unified_memory": True,
-        # Cluster environment every rank gets on this hardware (launch.md §4/§7: NVL4-only
+        # Cluster environment every rank gets on this hardware (the engines' launch notes: NVL4-only
         # NCCL settings are wrong here; CPU affinity and cuMem must be off on Spark).
         "env": {
             "NCCL_CUMEM_ENABLE": "0",

@@ -5,7 +5,7 @@
 
 The engine claims ``fraction x device memory``; weights and graph capture come out of that
 claim, the rest is KV cache. If one request of the lane's maximum length does not fit, vLLM
-refuses after the whole weight load (boot 1 of the bring-up report: ~21 minutes lost). On
+refuses after the whole weight load (the bring-up lost ~21 minutes this way). On
 unified-memory devices (GB10) the engine also refuses a claim larger than the memory free at
 startup (the admission ceiling), so the fraction is bounded from both sides.
 """

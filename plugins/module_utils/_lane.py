@@ -5,8 +5,11 @@
 
 Layers, in order (later wins per key; mappings deep-merge, lists are replaced):
   1. the lane file,
-  2. ``lane_overrides`` from the inventory (group_vars / host_vars),
-  3. ``lane_cli_overrides`` given on the command line (``-e lane_cli_overrides=...``).
+  2. ``lane_group_overrides`` from the inventory's group_vars (the same on every host of the lane),
+  3. ``lane_host_overrides`` from one host's host_vars (``serve.args`` / ``serve.env`` of its rank),
+  4. ``lane_cli_overrides`` given on the command line (``-e lane_cli_overrides=...``).
+Each layer has its own variable name: Ansible replaces a same-named variable instead of merging
+it, so one name for group and host would let a host's value silently drop the group's.
 In ``serve.args`` a value of ``null`` or ``false`` removes the flag, ``true`` renders it bare and
 a mapping renders as compact JSON, so any layer can override or drop one flag.
 
@@ -179,7 +182,38 @@ def deep_merge(base, override):
     return copy.deepcopy(override)
 
 
-def parse_overrides(value, source: str, variable: str = "lane_overrides") -> dict:
+GROUP_LAYER = "lane_group_overrides"
+HOST_LAYER = "lane_host_overrides"
+CLI_LAYER = "lane_cli_overrides"
+# The one name group_vars and host_vars shared before: refused, never read (see the module doc).
+OLD_LAYER = "lane_overrides"
+GROUP_SOURCE = f"{GROUP_LAYER} in the inventory's group_vars"
+CLI_SOURCE = f"{CLI_LAYER} given with -e"
+
+
+def host_source(host: str) -> str:
+    return f"{HOST_LAYER} in the inventory's host_vars (host {host})"
+
+
+def old_layer_refusal(where: str, fix: str = "") -> LanekitError:
+    return LanekitError(
+        f"{OLD_LAYER} is set {where}, and lanekit no longer reads it (group_vars and host_vars set the same "
+        f"Ansible variable, so a host's value replaced the group's instead of merging); "
+        + (fix or f"rename it to {GROUP_LAYER} in group_vars and to {HOST_LAYER} in host_vars") + ".")
+
+
+def inventory_layers(host: str, group_value, host_value, old_value=None) -> list[tuple[str, dict]]:
+    """One host's inventory layers [(source, mapping)]: the group's, then the host's own.
+
+    ``old_value`` is the host's ``lane_overrides``, refused when set.
+    """
+    if old_value is not None:
+        raise old_layer_refusal(f"in the inventory for host {host}")
+    return [(GROUP_SOURCE, parse_overrides(group_value, GROUP_SOURCE, GROUP_LAYER)),
+            (host_source(host), parse_overrides(host_value, host_source(host), HOST_LAYER))]
+
+
+def parse_overrides(value, source: str, variable: str = GROUP_LAYER) -> dict:
     """An override layer (``variable``) may arrive as a mapping or, from ``-e key=value``, as a JSON/YAML string."""
     # Ansible hands over its own tagged subclasses of dict/str/list; validate plain data only.
     value = plain(value)
@@ -482,7 +516,9 @@ def load_lane(lanes_dir: str, lane_name: str, overrides: list[tuple[str, object]
 
 
 def _layer_variable(source: str) -> str:
-    return "lane_cli_overrides" if source.startswith("lane_cli_overrides") else "lane_overrides"
+    """The variable a layer's source names (its first word), for messages."""
+    name = source.split(" ", 1)[0]
+    return name if name in (GROUP_LAYER, HOST_LAYER, CLI_LAYER) else GROUP_LAYER
 
 
 def render_flag_value(value) -> list[str]:

@@ -147,6 +147,14 @@ def check_engine_settings(layers, lane: dict, fail) -> None:
                 f"{layers.source_of(path)}: key 'serve.args.{flag}' is set, but the plan renders {owned}{spelled} "
                 f"from {engine.plan_owned[owned]}; remove it from serve.args (or set it to null in an override layer)."
             )
+        foreign = _engines.foreign_flag(engine, _norm_flag(flag))
+        if foreign and value not in (None, False):
+            other, own = foreign
+            fix = f"use {own} for that setting" if own else f"remove it (lanekit knows no {engine.display} flag for it)"
+            raise LanekitError(
+                f"{layers.source_of(path)}: key 'serve.args.{flag}' is a {other.display} flag that {engine.display} "
+                f"does not have (lane engine {engine.name}; it would stop at start with 'unrecognized arguments'); "
+                f"{fix}.")
         items = value if isinstance(value, list) else [value]
         for item in items:
             _check_text(layers, fail, path, item)

@@ -116,9 +116,9 @@ def no_rm(ctx):
     bad = [a for a in ctx.lane["serve"].get("docker_args") or [] if a == "--rm" or a.startswith("--rm=")]
     if bad:
         yield (
-            "serve.docker_args contains --rm: a rank that dies would take its logs with it (boot 2 of the report "
-            "lost the head's logs this way). Remove --rm; teardown-lane.yml archives logs and removes containers "
-            "when asked."
+            "serve.docker_args contains --rm: a rank that dies would take its logs with it (a bring-up "
+            "lost the head's logs this way). Remove --rm; lanekit.serving.teardown_lane archives logs and removes "
+            "containers when asked."
         )
 
 
@@ -145,8 +145,8 @@ def sm12x_dsa_attention(ctx):
         yield (
             f"--attention-backend is {backend or 'unset'}: on {ctx.profile['gpu_name']} (sm_"
             f"{ctx.profile['compute_capability'].replace('.', '')}) SGLang's default FlashInfer MLA route autotunes "
-            f"'trtllm fmha', which is sm100-only and crashes after the weights load ('Unsupported architecture', "
-            f"boot 3). Set --attention-backend: dsa."
+            f"'trtllm fmha', which is sm100-only and crashes after the weights load "
+            f"('Unsupported architecture'). Set --attention-backend: dsa."
         )
 
 
@@ -160,7 +160,7 @@ def flashinfer_sparse_mla(ctx):
         if _args(ctx).get(flag) == "flashinfer_sparse_mla":
             yield (
                 f"{flag} is flashinfer_sparse_mla, which SGLang's validator accepts only for GLM-DSA models; "
-                f"model.arch is {arch or 'unset'}, so the backend init would refuse after an 80-minute load (boot 5). "
+                f"model.arch is {arch or 'unset'}, so the backend init would refuse after an 80-minute load. "
                 f"Use --attention-backend dsa with tilelang DSA backends."
             )
 
@@ -178,7 +178,7 @@ def nvfp4_moe_runner(ctx):
         yield (
             f"--moe-runner-backend is {runner or 'unset (auto)'}: for a checkpoint-quantized NVFP4 MoE the auto rule "
             f"picks the TensorRT-LLM runner on SM12x, which crashes in the first warmup forward with "
-            f"\"'FusedMoE' object has no attribute 'g1_scale_c'\" (boot 6). Set --moe-runner-backend: flashinfer_cutlass."
+            f"\"'FusedMoE' object has no attribute 'g1_scale_c'\" . Set --moe-runner-backend: flashinfer_cutlass."
         )
 
 
@@ -227,7 +227,7 @@ def barrier_timeout(ctx):
         yield (
             f"{barrier.key} is {int(value) if value is not None else f'unset ({int(barrier.stock_s)} s stock)'}, "
             f"shorter than the expected load of {expected} s (boot.expected_load_s): when one rank crawls, the "
-            f"post-load monitored_barrier kills the ranks that finished (boot 4). Set it to at least {expected} in "
+            f"post-load monitored_barrier kills the ranks that finished. Set it to at least {expected} in "
             f"serve.{'env' if barrier.carrier == 'env' else 'args'}."
         )
     patch = engine.timeout_patches.get("barrier")
@@ -316,7 +316,7 @@ def no_cache_drop(ctx):
     if hits:
         yield (
             f"the lane drops the page cache ({hits[0]!r}): on GB10 a mid-load drop forced a cold NFS re-read of 71 GB "
-            f"and rank 0's load went from 40 minutes to 3.5 hours (boot 4). Remove it; the cache role warms within "
+            f"and rank 0's load went from 40 minutes to 3.5 hours. Remove it; the cache role warms within "
             f"the memory budget instead."
         )
 

@@ -4,7 +4,7 @@
 """Every rank's log in one stream: merged in time order, filtered, engine noise folded.
 
 One job: turn per-rank ``docker logs --timestamps`` lines (live, or an archived ``full.log``)
-into the lines ``logs-lane.yml`` prints, each prefixed with its time, rank and host. Folding
+into the lines ``lanekit.serving.logs_lane`` prints, each prefixed with its time, rank and host. Folding
 keeps the signal readable: consecutive progress-bar updates of one rank become their last
 update with a count, and a line a rank repeats becomes its first occurrence with a count.
 
@@ -59,7 +59,7 @@ def parse_since(value: str | None) -> float | None:
         return None
     match = _SINCE.match(str(value))
     if not match:
-        raise LogOptionError(f"since={value!r} is not a duration; use for example since=90s, since=10m or since=2h.")
+        raise LogOptionError(f"logs_since={value!r} is not a duration; use for example logs_since=90s, logs_since=10m or logs_since=2h.")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
@@ -73,7 +73,7 @@ def parse_ranks(value: str | Sequence[int] | None) -> list[int] | None:
     if value in (None, "", []):
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, list, tuple)):
-        raise LogOptionError(f"ranks={value!r} is not a list of node ranks; use for example ranks=0,3 or ranks=0-3.")
+        raise LogOptionError(f"logs_ranks={value!r} is not a list of node ranks; use for example logs_ranks=0,3 or logs_ranks=0-3.")
     items = value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else list(value)
     ranks: set[int] = set()
     for item in items:
@@ -81,13 +81,13 @@ def parse_ranks(value: str | Sequence[int] | None) -> list[int] | None:
         bounds = text.split("-", 1) if "-" in text else [text] if text else []
         # ASCII digits only: int() reads '٣' as 3 and refuses '²' with a Python error.
         if isinstance(item, bool) or not all(ascii_digits(b.strip()) for b in bounds):
-            raise LogOptionError(f"ranks={value!r} is not a list of node ranks; use for example ranks=0,3 "
-                                 "or ranks=0-3.")
+            raise LogOptionError(f"logs_ranks={value!r} is not a list of node ranks; use for example logs_ranks=0,3 "
+                                 "or logs_ranks=0-3.")
         numbers = [int(b) for b in bounds]
         if numbers and (max(numbers) > MAX_RANK or numbers[0] > numbers[-1]):
-            raise LogOptionError(f"ranks={value!r} asks for rank {max(numbers)}"
+            raise LogOptionError(f"logs_ranks={value!r} asks for rank {max(numbers)}"
                                  + (f" down to {numbers[-1]}" if numbers[0] > numbers[-1] else "")
-                                 + "; give node ranks from 0 up, low to high (e.g. ranks=0-3).")
+                                 + "; give node ranks from 0 up, low to high (e.g. logs_ranks=0-3).")
         ranks.update(range(numbers[0], numbers[-1] + 1) if numbers else ())
     return sorted(ranks)
 
@@ -98,8 +98,8 @@ def parse_lines(value) -> int:
         return DEFAULT_LINES
     number = whole_number(value)
     if number is None or number < 1:
-        raise LogOptionError(f"lines={value!r} is not a count of lines; use a whole number of at least 1 (lines=100 "
-                             "is the last 100 lines of each rank), or since=10m for every line of a time window.")
+        raise LogOptionError(f"logs_lines={value!r} is not a count of lines; use a whole number of at least 1 (logs_lines=100 "
+                             "is the last 100 lines of each rank), or logs_since=10m for every line of a time window.")
     return number
 
 
@@ -120,7 +120,7 @@ def missing_ranks(asked: Sequence[int] | None, streams: Mapping[tuple[int, str],
     if not absent or notes:
         return None
     shown = ", ".join(map(str, have)) if have else "none"
-    return (f"ranks={','.join(map(str, asked))}: the lane has no rank {', '.join(map(str, absent))} (its logs hold "
+    return (f"logs_ranks={','.join(map(str, asked))}: the lane has no rank {', '.join(map(str, absent))} (its logs hold "
             f"ranks {shown}); ask for ranks among those, or leave ranks unset for all.")
 
 
@@ -130,7 +130,7 @@ def compile_grep(pattern: str | None) -> re.Pattern | None:
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise LogOptionError(f"grep={pattern!r} is not a regular expression ({exc}).") from None
+        raise LogOptionError(f"logs_grep={pattern!r} is not a regular expression ({exc}).") from None
 
 
 def rank_lines(rank: int, host: str, raw: Iterable[str]) -> list[LogLine]:

@@ -22,8 +22,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._files import chec
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, host_env, rank_container
 from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
+    CLI_LAYER,
+    GROUP_LAYER,
+    HOST_LAYER,
     effective_env,
     load_lane,
+    parse_overrides,
     read_lane_file,
     timeout_value,
 )
@@ -201,7 +205,7 @@ def render(lane: dict, profile: dict, image: dict, hosts: list[dict], cluster: d
 
     ``hosts``: [{name, fabric_ip, fabric_ifname?, ib_hca?, ucx_net_devices?, node_rank?}] from lane_nodes.
     ``cluster``: {weights_root, rank_gpus, rank_devices, rank_cap_add, rank_ulimits, rank_shm_size, head_host}.
-    ``rank_lanes``: per-host lanes when host_vars carry their own lane_overrides (serve.args/env only).
+    ``rank_lanes``: per-host lanes when host_vars carry their own lane_host_overrides (serve.args/env only).
     ``reports_root``: the controller's reports root (the action resolves it); the plan's
     ``reports_dir`` is ``<reports_root>/<lane>``.
     """
@@ -415,6 +419,12 @@ def table(plan: dict) -> str:
     lines.append(f"weights {plan['weights']['path']}  (read-only, revision {plan['weights']['revision'] or 'unpinned'})")
     lines.append(f"api     http://{plan['api']['address']}:{plan['api']['port']}/v1  model {plan['api']['served_model_name']}")
     lines.append("rank 0  " + " ".join(_quote(a) for a in head["entrypoint"] + head["command"]))
+    for override in plan.get("overrides") or []:
+        every = len(override["hosts"]) == len({r["host"] for r in plan["ranks"]})
+        own = override["layer"].startswith(HOST_LAYER)  # the source names its host
+        where = "" if every or own else f" (ranks on {', '.join(override['hosts'])})"
+        keys = ", ".join(f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in override["keys"].items())
+        lines.append(f"layer   {override['layer']}{where}: {keys}")
     for note in plan.get("notes") or []:
         lines.append(f"note    {note}")
     return "\n".join(lines)
@@ -524,12 +534,92 @@ def write_plan_file(path: str, plan: dict) -> bool:
     return write_output(path, content, where, mode=0o600, dir_mode=0o700, example="plan.json")
 
 
+def _setting(values: dict, name: str) -> str:
+    return describe(values[name]) if values.get(name) is not None else "unset"
+
+
+def _layer_sets(layer: dict, path: tuple) -> bool:
+    node = layer
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def check_rank_agreement(hosts: list[dict], lanes: dict, engine: _engines.Engine) -> None:
+    """Refuse a lane whose ranks would run different settings, naming the layer that set the value.
+
+    The group layer must be one value for all hosts: a child group's or a host's own
+    ``lane_group_overrides`` replaces the group's (Ansible does not merge variables). A host layer
+    may set only ``serve.args``/``serve.env``, and only what the engine record lets one rank of a
+    group have on its own (``Engine.may_differ_per_rank``): the ranks of one tensor-, pipeline- or
+    data-parallel group that disagree on a scheduling flag run out of step.
+    """
+    def layer(host, source_start):
+        for source, value in host["layers"]:
+            if source.startswith(source_start):
+                return source, parse_overrides(value, source, source_start.split(" ", 1)[0])
+        return None, {}
+
+    head = hosts[0]
+    _source, head_group = layer(head, GROUP_LAYER)
+    for host in hosts[1:]:
+        _source, group = layer(host, GROUP_LAYER)
+        if group != head_group:
+            raise LanekitError(
+                f"{GROUP_LAYER} is not the same for host {host['name']} as for host {head['name']} (a child group's or "
+                f"a host's own value replaces the group_vars one, Ansible does not merge them); set {GROUP_LAYER} once "
+                f"for all of the lane's hosts (group_vars/all or group_vars/lane_nodes) and put one host's own "
+                f"serve.args or serve.env in {HOST_LAYER} in its host_vars.")
+    pd = _plan_layout.layout_of(lanes[head["name"]]) == "pd"
+    for host in hosts:
+        source, own = layer(host, HOST_LAYER)
+        if not own:
+            continue
+        if pd:
+            raise LanekitError(
+                f"{source} is set, but lane {lanes[head['name']]['lane']} is a prefill/decode lane, whose ranks take "
+                f"their settings from pd.prefill and pd.decode; set them there through {GROUP_LAYER} and remove "
+                f"{HOST_LAYER} from the host.")
+        for key, value in own.items():
+            inner = value if key == "serve" and isinstance(value, dict) else {None: None}
+            for sub in inner:
+                if key != "serve" or sub not in ("args", "env"):
+                    path = key if sub is None else f"{key}.{sub}"
+                    raise LanekitError(
+                        f"{source}: key '{path}' is set, but it must be the same on every rank of the lane (a host may "
+                        f"set only serve.args and serve.env of its own rank); move it to {GROUP_LAYER} in group_vars.")
+    lane = lanes[head["name"]]
+    group_kind = {"dp": "data-parallel", "pd": "prefill/decode"}.get(
+        _plan_layout.layout_of(lane), "pipeline-parallel" if lane["topology"].get("pipeline_parallel", 1) > 1
+        else "tensor-parallel")
+    for host in hosts[1:]:
+        other = lanes[host["name"]]
+        for kind in ("args", "env"):
+            mine, theirs = lane["serve"][kind], other["serve"][kind]
+            for name in list(mine) + [n for n in theirs if n not in mine]:
+                if mine.get(name) == theirs.get(name) or engine.may_differ_per_rank(kind, name):
+                    continue
+                path = ("serve", kind, name)
+                source = next((s for h in (host, head) for s, v in [layer(h, HOST_LAYER)] if _layer_sets(v, path)),
+                              None) or f"{HOST_LAYER} of host {host['name']}"
+                fix = (f"set it for every rank in {GROUP_LAYER} (group_vars) or with -e {CLI_LAYER}, and remove it "
+                       f"from {HOST_LAYER}")
+                raise LanekitError(
+                    f"{source}: key 'serve.{kind}.{name}' is {_setting(theirs, name)} on host {host['name']} but "
+                    f"{_setting(mine, name)} on host {head['name']} (rank 0); the ranks of one {group_kind} group "
+                    f"must agree on it ({engine.display} lets a rank differ only in its logging and local "
+                    f"timeouts); {fix}.")
+
+
 def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict], lint_skip=None,
               purpose: str = "plan", reports_root: str | None = None) -> tuple[dict | None, dict]:
     """Lane file + layers + inventory -> (plan or None, lint findings).
 
     ``hosts``: the lane_nodes hosts in inventory order, each ``{"name", "vars", "layers"}`` where
-    ``vars`` are its host variables and ``layers`` its [(source, lane_overrides)] in order.
+    ``vars`` are its host variables and ``layers`` its [(source, override mapping)] in order (the
+    group layer, its own host layer, the command line: ``_lane.inventory_layers``).
     Cluster-wide settings are read from the first host's variables.
     """
     if not hosts:
@@ -539,28 +629,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     lanes = {h["name"]: load_lane(lanes_dir, lane_name, h["layers"], lane_file) for h in hosts}
     lane = lanes[hosts[0]["name"]]
     engine = _engines.get(lane["engine"])
-    for host in hosts[1:]:
-        other = lanes[host["name"]]
-        for key in ("engine", "image", "hardware", "model", "topology", "boot", "memory"):
-            if other.get(key) != lane.get(key):
-                raise LanekitError(
-                    f"lane_overrides for host {host['name']} change '{key}', which must be the same on every rank "
-                    f"(only serve.args and serve.env may differ per host); move that override to group_vars."
-                )
-        for key in ("port", "rendezvous_port", "entrypoint"):
-            if other["serve"].get(key) != lane["serve"].get(key):
-                raise LanekitError(
-                    f"lane_overrides for host {host['name']} change 'serve.{key}', which must be the same on every "
-                    f"rank (the plan and the health checks use one value); move that override to group_vars."
-                )
-        for flag in (engine.memory_fraction_flag, engine.max_len_flag):
-            if other["serve"]["args"].get(flag) != lane["serve"]["args"].get(flag):
-                raise LanekitError(
-                    f"lane_overrides for host {host['name']} change 'serve.args.{flag}' to "
-                    f"{describe(other['serve']['args'].get(flag))} while the head host has "
-                    f"{describe(lane['serve']['args'].get(flag))}: the ranks of one model must agree on it; move that "
-                    f"override to group_vars."
-                )
+    check_rank_agreement(hosts, lanes, engine)
     head_vars = hosts[0]["vars"]
     profile = PROFILES[lane["hardware"]]
     # A profile that fixes the CPU architecture (cpu_x86: amd64) is the default and refuses another.
@@ -610,7 +679,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
                          lint_skip or [])
         for kind in ("errors", "warnings"):
             known = {item["message"] for item in findings[kind]}
-            findings[kind] += [dict(item, message=f"on host {host['name']} (its lane_overrides): {item['message']}")
+            findings[kind] += [dict(item, message=f"on host {host['name']} (its {HOST_LAYER}): {item['message']}")
                                for item in more[kind] if item["message"] not in known]
     if findings["errors"]:
         return None, findings
@@ -640,4 +709,43 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict]
     plan["notes"] = [n for n in lane.get("notes") or [] if not n.startswith(_lint.TROUBLESHOOTING_PREFIX)]
     plan["lint"] = {"warnings": findings["warnings"], "skipped": findings["skipped"]}
     plan["layers"] = lane["_layers"]
+    overrides = layer_overrides(hosts)
+    if overrides:
+        # What each override layer set and for which hosts, for the person reading the plan.
+        plan["overrides"] = overrides
     return plan, findings
+
+
+def _flatten(layer, prefix: str = "") -> dict:
+    """An override layer as {dotted key: value}; mappings under serve.args stay values (a flag's JSON)."""
+    out = {}
+    for key, value in layer.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and not prefix.startswith("serve.args."):
+            if path == "serve.args":
+                out.update({f"serve.args.{flag}": v for flag, v in value.items()})
+            else:
+                out.update(_flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def layer_overrides(hosts: list[dict]) -> list[dict]:
+    """[{layer, hosts, keys}] for every non-empty override layer, in layer order; a layer every host
+    shares (the group's, the command line's) is listed once."""
+    out: list[dict] = []
+    for host in hosts:
+        for source, value in host["layers"]:
+            layer = parse_overrides(value, source, source.split(" ", 1)[0])
+            if not layer:
+                continue
+            keys = _flatten(layer)
+            same = next((o for o in out if o["layer"] == source and o["keys"] == keys), None)
+            if same:
+                same["hosts"].append(host["name"])
+            else:
+                out.append({"layer": source, "hosts": [host["name"]], "keys": keys})
+    order = (GROUP_LAYER, HOST_LAYER, CLI_LAYER)
+    return sorted(out, key=lambda o: order.index(o["layer"].split(" ", 1)[0]) if o["layer"].split(" ", 1)[0] in order
+                  else len(order))

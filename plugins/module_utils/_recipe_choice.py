@@ -36,7 +36,9 @@ class Choice:
     preset_data: dict = field(default_factory=dict)
 
     def describe(self) -> str:
-        parts = [f"hardware={self.hardware}", f"strategy={self.strategy}", f"variant={self.variant or 'default'}"]
+        # What was not chosen is left out, never printed as None.
+        parts = [f"{key}={value}" for key, value in (("hardware", self.hardware), ("strategy", self.strategy))
+                 if value] + [f"variant={self.variant or 'default'}"]
         if self.preset:
             parts.append(f"preset={self.preset}")
         if self.nodes not in (None, 1):
@@ -161,8 +163,15 @@ def resolve(src: RecipeSource, c: Choice) -> Choice:
     c.feature_modes = dict(c.feature_modes or {})
     if c.preset:
         _apply_preset(src, c, fail)
-    if not c.hardware or not c.strategy:
-        raise fail("bad_input", "both hardware and strategy are required (or a preset naming them)")
+    if not c.hardware:
+        raise fail("bad_input", "no hardware was given; pass -e recipe_hardware=ID (one of "
+                   f"{', '.join(sorted(src.profiles))}) or -e recipe_preset=NAME")
+    if not c.strategy:
+        profile = src.profiles.get(c.hardware)
+        offered = [s for s in R.offered_strategies(recipe) if s in src.strategies and isinstance(profile, dict)
+                   and R.strategy_on_hardware(recipe, s, profile, c.hardware)]
+        raise fail("bad_input", "no strategy was given; pass -e recipe_strategy=NAME, on "
+                   f"{c.hardware} one of {', '.join(offered) or 'none the recipe offers'}")
     meta = recipe.get("meta") or {}
     if c.variant is None:
         c.variant = _default_variant(src, c)
@@ -232,7 +241,7 @@ def resolve(src: RecipeSource, c: Choice) -> Choice:
                        f"floor of {floor:g}")
     else:
         if c.nodes is not None:
-            raise fail("node_count", "pd_cluster is sized by its prefill and decode pools (-e pd=...), not by nodes")
+            raise fail("node_count", "pd_cluster is sized by its prefill and decode pools (-e recipe_pd=...), not by nodes")
         _resolve_pools(src, c, profile, variant, fail)
 
     _resolve_features(src, c, variant, profile, fail)

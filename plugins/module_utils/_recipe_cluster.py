@@ -3,7 +3,7 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Recipe lanes for a real cluster: size a recipe choice to an inventory's nodes, then write the lane and its image spec.
 
-One job: ``plan-lane.yml``/``deploy-lane.yml`` with ``-e recipe=PATH -e strategy=NAME`` instead of
+One job: ``lanekit.serving.plan_lane``/``deploy_lane`` with ``-e recipe=PATH -e recipe_strategy=NAME`` instead of
 ``-e lane=NAME``. The inventory says what the nodes are (``lanekit_hardware``, a ``_hardware``
 profile id; ``lanekit_gpus_per_node``, default the profile's) and how many there are (the
 ``lane_nodes`` hosts). The choice is checked against them before the recipe compiles (hardware
@@ -63,16 +63,17 @@ def _hardware(src: RecipeSource, choice: Choice, cluster: Cluster) -> str:
         raise LanekitError(
             f"recipe {src.name}: the choice is for {asked} hardware but the nodes of {cluster.where} are "
             f"{cluster.hardware} (lanekit_hardware), so it cannot run there; plan it with an inventory of {asked} "
-            f"nodes, or choose -e hardware={cluster.hardware}.")
+            f"nodes, or choose -e recipe_hardware={cluster.hardware}.")
     hardware = asked or cluster.hardware
     if not hardware:
         raise LanekitError(
             f"recipe {src.name}: no hardware given; set lanekit_hardware in {cluster.where} (one of "
-            f"{', '.join(sorted(PROFILES))}) or pass -e hardware=ID.")
+            f"{', '.join(sorted(PROFILES))}) or pass -e recipe_hardware=ID.")
     if hardware not in PROFILES:
         raise LanekitError(
             f"recipe {src.name}: hardware {hardware} has no lanekit hardware profile, so no lane can be planned for "
-            f"it (known: {', '.join(sorted(PROFILES))}); write its commands with recipe-lane.yml -e commands_file=PATH.")
+            f"it (known: {', '.join(sorted(PROFILES))}); write its commands with ansible-playbook "
+            f"lanekit.serving.recipe_lane -e commands_file=PATH.")
     return hardware
 
 
@@ -90,6 +91,42 @@ def sized_source(src: RecipeSource, hardware: str, gpus_per_node: int) -> Recipe
             profile["vram_gb"] = profile["vram_gb"] * gpus_per_node / (taxonomy_gpus or 1)
         profile["gpu_count"] = gpus_per_node
     return dataclasses.replace(src, profiles=profiles)
+
+
+def strategies_on(src: RecipeSource, hardware: str) -> list[str]:
+    """The strategies the recipe offers on ``hardware``, in the recipe's order."""
+    profile = src.profiles.get(hardware)
+    if not isinstance(profile, dict):
+        return []
+    return [s for s in R.offered_strategies(src.recipe)
+            if s in src.strategies and R.strategy_on_hardware(src.recipe, s, profile, hardware)]
+
+
+def recommended_strategy(src: RecipeSource, hardware: str, nodes: int, gpus: int, where: str) -> str:
+    """The strategy taken when none is asked for: the recipe's ``recommended_command`` when it is for this
+    hardware and fits ``nodes`` nodes of ``gpus`` GPUs, else the first offered strategy that fits.
+
+    Prefill/decode is never taken on its own: its pools are a choice of their own.
+    """
+    def fits(strategy: str) -> bool:
+        deploy = (src.strategies.get(strategy) or {}).get("deploy_type") or "single_node"
+        floor = R.min_gpus(src.recipe, strategy, hardware)
+        if deploy == "single_node":
+            return nodes == 1 and gpus >= floor
+        return deploy == "multi_node" and nodes >= 2 and nodes * gpus >= floor
+
+    offered = strategies_on(src, hardware)
+    recommended = src.recipe.get("recommended_command") or {}
+    if recommended.get("hardware") == hardware and recommended.get("strategy") in offered \
+            and fits(recommended["strategy"]):
+        return recommended["strategy"]
+    for strategy in offered:
+        if fits(strategy):
+            return strategy
+    raise LanekitError(
+        f"recipe {src.name}: no -e recipe_strategy was given, and none of the recipe's strategies on {hardware} "
+        f"({', '.join(offered) or 'none'}) fits the {nodes} host{'s' if nodes != 1 else ''} of {gpus} GPUs in "
+        f"lane_nodes of {where}; pass -e recipe_strategy=NAME, or change lane_nodes.")
 
 
 def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple[RecipeSource, Choice]:
@@ -111,16 +148,20 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
     preset = ((src.recipe.get("presets") or {}).get(choice.preset) or {}) if choice.preset else {}
     strategy = choice.strategy or preset.get("strategy")
     nodes = len(cluster.hosts)
-    out = dataclasses.replace(choice, hardware=hardware, feature_modes=dict(choice.feature_modes or {}))
+    if not strategy:
+        # As the recipe site does: no strategy asked for is the recipe's recommended one for these nodes.
+        strategy = recommended_strategy(sized, hardware, nodes, gpus, cluster.where)
+    out = dataclasses.replace(choice, hardware=hardware, strategy=strategy or None,
+                              feature_modes=dict(choice.feature_modes or {}))
     spec = src.strategies.get(strategy) if isinstance(strategy, str) else None
     if spec is not None:
         deploy = spec.get("deploy_type") or "single_node"
         asked_nodes = choice.nodes if choice.nodes not in (None, "") else None
         if asked_nodes is not None and str(asked_nodes) != str(nodes):
             raise LanekitError(
-                f"recipe {src.name}: -e nodes={asked_nodes} disagrees with {cluster.where}, whose group lane_nodes "
+                f"recipe {src.name}: -e recipe_nodes={asked_nodes} disagrees with {cluster.where}, whose group lane_nodes "
                 f"has {nodes} host{'s' if nodes != 1 else ''}; the lane runs on the inventory's nodes, so drop "
-                f"-e nodes or change lane_nodes.")
+                f"-e recipe_nodes or change lane_nodes.")
         floor = R.min_gpus(src.recipe, strategy, hardware)
         if deploy == "single_node" and nodes != 1:
             raise LanekitError(
@@ -145,7 +186,7 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
                 f"{cluster.where} has {gpus} (lanekit_gpus_per_node); choose a multi_node strategy.")
     if out.variant is None and not out.preset:
         # No variant asked for: the recipe's default for this hardware, else the first variant that
-        # runs on it (the rule presets already follow), so `-e strategy=` alone plans on any hardware.
+        # runs on it (the rule presets already follow), so `-e recipe_strategy=` alone plans on any hardware.
         variants = src.recipe.get("variants") or {}
         raw = (src.recipe.get("meta") or {}).get("default_variant")
         named = raw if isinstance(raw, str) else R.keyed(raw, sized.profiles.get(hardware) or {}, hardware)
@@ -167,9 +208,9 @@ def _pd_for_cluster(src: RecipeSource, strategy: str, pd, nodes: int, cluster: C
     if any(not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in asked) or sum(asked) != nodes:
         raise LanekitError(
             f"recipe {src.name}: strategy {strategy} puts the prefill and decode pools on nodes of their own, and "
-            f"{cluster.where} has {nodes} host{'s' if nodes != 1 else ''} in lane_nodes, but -e pd asks for "
+            f"{cluster.where} has {nodes} host{'s' if nodes != 1 else ''} in lane_nodes, but -e recipe_pd asks for "
             f"{asked[0]} prefill + {asked[1]} decode node(s); give pools of at least 1 node each that add up to "
-            f"{nodes}, e.g. -e pd='{{\"prefill\": {{\"nodes\": {(nodes + 1) // 2}}}, \"decode\": "
+            f"{nodes}, e.g. -e recipe_pd='{{\"prefill\": {{\"nodes\": {(nodes + 1) // 2}}}, \"decode\": "
             f"{{\"nodes\": {nodes // 2}}}}}'.")
     return pd
 

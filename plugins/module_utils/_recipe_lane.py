@@ -184,7 +184,7 @@ def _env(cmd: dict, comments: dict, where: tuple, dropped: list) -> dict:
             dropped.append(f"{key}={value} ({origin}): the plan sets it to each rank's fabric_ip")
             continue
         if isinstance(value, str) and PLACEHOLDER_RE.search(value):
-            dropped.append(f"{key}={value} ({origin}): a per-host placeholder; set it in host_vars lane_overrides")
+            dropped.append(f"{key}={value} ({origin}): a per-host placeholder; set it in host_vars lane_host_overrides")
             continue
         env[key] = value
         comments[where + (key,)] = origin
@@ -236,7 +236,7 @@ def _pd_pools(src: RecipeSource, result: dict, engine: _engines.Engine, common: 
             raise LanekitError(
                 f"recipe {src.name}: pd_cluster with co-located pools (nodes 0: prefill and decode on halves of one "
                 f"node) compiles (write its commands with -e commands_file=PATH) but lanekit deploys each pool on nodes "
-                f"of its own; choose -e pd='{{\"prefill\": {{\"nodes\": 1}}, \"decode\": {{\"nodes\": 1}}}}'.")
+                f"of its own; choose -e recipe_pd='{{\"prefill\": {{\"nodes\": 1}}, \"decode\": {{\"nodes\": 1}}}}'.")
         head = next(c for c in result["commands"] if c["role"] == role)
         args, owned = _split(engine, head, src, comments, ("pd", role, "args"))
         port = _int(owned, "--port", POOL_PORTS[role])

@@ -327,7 +327,8 @@ SIGNATURES: tuple[Signature, ...] = (
         title="a port is already taken on the node",
         pattern=_re(r"Address already in use|\[Errno 98\]|EADDRINUSE"),
         cause="Another process (often a previous lane's rank) holds the API, rendezvous or health port on that node.",
-        fix="Tear down the previous lane (`playbooks/teardown-lane.yml`) or move this lane's ports.",
+        fix=("Tear down the previous lane (`ansible-playbook lanekit.serving.teardown_lane -i <inventory> "
+             "-e lane=<previous lane>`) or move this lane's ports."),
     ),
     Signature(
         id="image_missing",
@@ -495,7 +496,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "process (a previous lane's router or head, or a pool's own API) already listens there."
         ),
         fix=(
-            "Tear down the previous lane (`playbooks/teardown-lane.yml`), or give this lane another "
+            "Tear down the previous lane (`ansible-playbook lanekit.serving.teardown_lane -i <inventory> "
+            "-e lane=<previous lane>`), or give this lane another "
             "`serve.port` (the router's `--port`) that no pool endpoint on that node uses."
         ),
     ),
@@ -582,7 +584,7 @@ SIGNATURES: tuple[Signature, ...] = (
         id="container_missing",
         title="a rank container does not exist",
         cause="The planned container of a rank is not on its node (never started, or removed).",
-        fix="Run the ranks role (deploy-lane.yml) so every rank of the plan is started.",
+        fix="Run the ranks role (`ansible-playbook lanekit.serving.deploy_lane`) so every rank of the plan is started.",
     ),
     Signature(
         id="api_unhealthy",

@@ -6,7 +6,7 @@
 One job: decide the one word an operator (or cron) reads first: serving, degraded, down, not
 deployed or booting; and, when the lane is not serving, the first cause in time order (the rank
 that exited first with its exit code and known failure signature, or the node that did not
-answer) and the command that fixes it. Also the JSON document of ``status-lane.yml -e
+answer) and the command that fixes it. Also the JSON document of ``lanekit.serving.status_lane -e
 status_format=json``.
 
 Pure: no I/O, no Ansible imports.
@@ -102,12 +102,12 @@ def is_unreachable(status: RankStatus) -> bool:
 
 
 def deploy_command(lane: str, inventory: str) -> str:
-    return f"ansible-playbook playbooks/deploy-lane.yml -i {inventory or 'inventories/<cluster>'} -e lane={lane}"
+    return f"ansible-playbook lanekit.serving.deploy_lane -i {inventory or 'inventories/<cluster>'} -e lane={lane}"
 
 
 def logs_command(lane: str, inventory: str, rank: int) -> str:
-    return (f"ansible-playbook playbooks/logs-lane.yml -i {inventory or 'inventories/<cluster>'} -e lane={lane} "
-            f"-e ranks={rank}")
+    return (f"ansible-playbook lanekit.serving.logs_lane -i {inventory or 'inventories/<cluster>'} -e lane={lane} "
+            f"-e logs_ranks={rank}")
 
 
 def _progress(statuses: Mapping[int, RankStatus]) -> str:
@@ -212,7 +212,7 @@ def decide(lane: str, engine: str | None, statuses: Mapping[int, RankStatus], in
     if heads_up:
         # The head's log says up, yet its API fails the probe: no boot left to wait for.
         return LaneVerdict(lane, DOWN, api=api, cause=f"the head logged that it is up but {missing_probe}",
-                           fix=f"read the head's log (logs-lane.yml -e ranks=0), then: {redeploy}",
+                           fix=f"read the head's log (lanekit.serving.logs_lane -e logs_ranks=0), then: {redeploy}",
                            culprits=[heads_up[0].rank])
     return LaneVerdict(lane, BOOTING, api=api, progress=_progress(statuses))
 

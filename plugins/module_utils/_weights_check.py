@@ -52,7 +52,7 @@ class WeightsChecker:
         if manifest is None:
             raise LanekitError(
                 f"{self.path} has no {MANIFEST_NAME}: the weights were never staged there or staging did not "
-                "finish; run the weights role (stage-weights.yml) first.")
+                "finish; run the weights role (ansible-playbook lanekit.serving.stage_weights) first.")
         r["manifest_revision"] = manifest.get("revision")
         r["manifest_model_id"] = manifest.get("model_id")
         if self.revision and manifest.get("revision") != self.revision:

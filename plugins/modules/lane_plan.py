@@ -10,12 +10,16 @@ module: lane_plan
 short_description: Render the per-rank plan of a lane on the controller, after validation and lint
 version_added: 0.1.0
 description:
-  - Loads O(lane) from C(lanes/<lane>.yml), deep-merges the override layers (C(lane_overrides) from the
-    inventory's group_vars/host_vars, then C(lane_cli_overrides) from the command line, C(-e
-    lane_cli_overrides='{...}')), validates the result against the lane schema, runs the lint rules of
-    the bring-up report and the KV-budget preflight, and renders one container spec per rank.
-  - C(lane_overrides) given with C(-e) is refused (it would replace the inventory's layer instead of
-    layering over it); use C(lane_cli_overrides) on the command line.
+  - Loads O(lane) from C(lanes/<lane>.yml), deep-merges the override layers (C(lane_group_overrides) from the
+    inventory's group_vars, then one host's C(lane_host_overrides) from its host_vars, then
+    C(lane_cli_overrides) from the command line, C(-e lane_cli_overrides='{...}')), validates the result
+    against the lane schema, runs the lint rules of the bring-up report and the KV-budget preflight, and
+    renders one container spec per rank.
+  - Each layer has its own variable name because Ansible replaces a same-named variable instead of merging
+    it. The old shared name C(lane_overrides) is refused wherever it is set, with a sentence naming the new
+    names. C(lane_group_overrides) must be one value for all of the lane's hosts (a child group's or a
+    host's own value would replace it). The inventory's layers given with C(-e) are refused (they would
+    replace the inventory's instead of layering over it); use C(lane_cli_overrides) on the command line.
   - The plan publishes what later phases need (docs/contracts.md), among them C(reports_dir),
     C(<reports root>/<lane>), the root being C(lanekit_reports_dir), else C(reports/) beside the
     C(playbooks/) directory of a checkout, else (a playbook of an installed collection) C(reports/) in
@@ -31,9 +35,13 @@ description:
     rank (the engine's host address variable, C(NCCL_SOCKET_IFNAME), C(GLOO_SOCKET_IFNAME), C(NCCL_IB_HCA),
     C(UCX_NET_DEVICES), C(HF_HUB_OFFLINE)), a non-numeric value for a number the collection computes with
     (memory fraction, maximum model length, batch limits, engine timeouts), colliding or out-of-range ports,
-    or a C(model.dir) that leaves the weights root.
-  - Every rank's effective lane (with its host's C(lane_overrides)) is validated and linted; the memory
-    fraction, maximum model length, ports and entrypoint must agree across ranks.
+    or a C(model.dir) that leaves the weights root, or a flag the engine record knows as another engine's
+    only (C(--max-model-len) on an SGLang lane; the sentence names the lane engine's own spelling).
+  - Every rank's effective lane (with its host's C(lane_host_overrides)) is validated and linted. A host
+    layer may set only C(serve.args) and C(serve.env), and a flag or variable that differs between the ranks
+    of one tensor-, pipeline- or data-parallel group is refused unless the engine record lets one rank have
+    it on its own (logging such as C(NCCL_DEBUG), the engine's timeouts carried in the environment); the
+    refusal names the host layer that set it. A prefill/decode lane takes no host layer.
   - The C(docker-args-unsupported) rule (C(serve.docker_args) is not applied by the ranks role) cannot be
     skipped, so plan and deploy agree.
 options:
@@ -82,7 +90,9 @@ options:
 attributes:
   check_mode:
     support: full
-    details: The plan is rendered in check mode too; O(plan_file) is not written.
+    details: >-
+      The plan is rendered in check mode too; O(plan_file) is not written, also when the task runs with
+      C(check_mode=false) in a C(--check) run (as the preflight role does), so C(plan_lane --check) writes nothing.
   diff_mode:
     support: none
   idempotent:

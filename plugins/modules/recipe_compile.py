@@ -41,7 +41,12 @@ options:
     description: Hardware profile id of the tree's taxonomy (for example C(gb300), C(h200), C(mi355x)).
     type: str
   strategy:
-    description: Serving strategy id (a C(strategies/<id>.yaml) of the tree).
+    description:
+      - Serving strategy id (a C(strategies/<id>.yaml) of the tree).
+      - In cluster mode (O(nodes_group)), unset without a O(preset) takes the recipe's recommended strategy for the
+        group's nodes, as the recipe site does (its C(recommended_command) when that is for this hardware and fits,
+        else the first offered strategy that fits; prefill/decode is never taken on its own). Elsewhere a missing
+        strategy is refused with a sentence naming the strategies the recipe offers on the hardware.
     type: str
   variant:
     description: Recipe variant; default C(default) (or the preset's first variant).
@@ -74,9 +79,16 @@ options:
   commands_file:
     description: Write the composed commands here as JSON.
     type: str
+  list_choices:
+    description:
+      - List what the recipe offers instead of compiling a choice (the C(recipe_lane) playbook's
+        C(-e recipe_list=true)), per hardware profile the strategies and variants the compiler accepts there,
+        the features (opt-in ones marked), the presets and the recommended command. Nothing is written.
+    type: bool
+    default: false
   nodes_group:
     description:
-      - Cluster mode, used by the preflight role for C(plan-lane.yml)/C(deploy-lane.yml) C(-e recipe=PATH).
+      - Cluster mode, used by the preflight role for C(lanekit.serving.plan_lane)/C(lanekit.serving.deploy_lane) C(-e recipe=PATH).
         The choice is sized to this inventory group's hosts (node count) and the first host's
         C(lanekit_hardware) and C(lanekit_gpus_per_node) (default the hardware profile's); a choice for other
         hardware, a single-node strategy on several hosts, or too few nodes or GPUs is refused with a sentence.
@@ -161,4 +173,22 @@ lane:
   description: The lane name written.
   returned: when a lane is written
   type: str
+offer:
+  description: With O(list_choices), what the recipe offers (hardware, features, opt_in_features, presets, recommended).
+  returned: when O(list_choices) is true
+  type: dict
+offer_lines:
+  description: With O(list_choices), the offer as printable lines.
+  returned: when O(list_choices) is true
+  type: list
+  elements: str
+strategy_recommended:
+  description: Cluster mode only, whether no strategy was asked for and the recipe's recommended one was taken.
+  returned: when O(nodes_group) is set
+  type: bool
+strategies:
+  description: Cluster mode only, the strategies the recipe offers on the nodes' hardware, in the recipe's order.
+  returned: when O(nodes_group) is set
+  type: list
+  elements: str
 """

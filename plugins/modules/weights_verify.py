@@ -161,7 +161,7 @@ def main() -> None:
         module.fail_json(msg=f"The weights in {res['path']} are not usable on this node: "
                              f"{summary(res, max(1, p['max_listed']))}. If other nodes see them whole, check this "
                              "node's mount of the export (stale NFS view, wrong export); otherwise re-stage with "
-                             "stage-weights.yml -e weights_verify=full.", **res)
+                             "ansible-playbook lanekit.serving.stage_weights -e weights_verify=full.", **res)
     module.exit_json(**res)
 
 

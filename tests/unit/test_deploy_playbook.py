@@ -36,3 +36,13 @@ def test_the_lock_is_released_also_when_the_phases_are_skipped():
     release = next(p for p in plays() if p.get("name") == "Release the lane lock")
     assert all("end_host" not in str(task) for task in release["tasks"])
     assert release["tasks"][0]["ansible.builtin.include_role"]["tasks_from"] == "unlock.yml"
+
+
+def test_each_phase_has_its_tag_and_the_plan_lock_and_release_always_run():
+    # Issue 23: --tags ranks,ready runs those phases, still planned, locked and unlocked.
+    phases = [p for p in plays() if "tasks" in p and p["name"] != "Release the lane lock"]
+    assert [p["tags"] for p in phases] == [["image"], ["weights"], ["cache"], ["ranks"], ["ready"]]
+    always = [p for p in plays() if p.get("tags") == ["always"]]
+    assert [p.get("name") for p in always] == ["Check the inventory before anything else",
+                                               "Plan the lane and check the nodes before anything boots",
+                                               "Release the lane lock"]

@@ -123,7 +123,7 @@ def test_status_and_logs_of_the_real_lane(real_serving):
     status = run("status_lane.yml", timeout=300)
     assert status.returncode == 0, status.stdout[-3000:]
     assert f"lane {LANE}: serving" in ANSI.sub("", status.stdout)
-    logs = run("logs_lane.yml", extra=["-e", "lines=400"], timeout=300)
+    logs = run("logs_lane.yml", extra=["-e", "logs_lines=400"], timeout=300)
     assert logs.returncode == 0
     text = ANSI.sub("", logs.stdout)
     assert "Application startup complete." in text          # rank 0, uvicorn's own line

@@ -118,7 +118,7 @@ def test_a_rerun_of_the_serving_lane_is_one_probe_per_node_and_a_stopped_rank_ru
 
 
 def test_logs_of_every_rank_are_merged_in_time_order_and_filtered(lane_serving):
-    proc = run_playbook("logs_lane.yml", extra=["-e", "lines=20"])
+    proc = run_playbook("logs_lane.yml", extra=["-e", "logs_lines=20"])
     assert proc.returncode == 0
     record_timing("logs_lane", proc.seconds)
     lines = log_lines(proc.stdout)
@@ -127,7 +127,7 @@ def test_logs_of_every_rank_are_merged_in_time_order_and_filtered(lane_serving):
     assert stamps == sorted(stamps), "the ranks' lines are not merged in time order"
     assert all(host == rank_of(int(rank))["host"] for _t, rank, host, _x in lines)
 
-    picked = run_playbook("logs_lane.yml", extra=["-e", "ranks=0,3", "-e", "grep=INFO", "-e", "lines=5"])
+    picked = run_playbook("logs_lane.yml", extra=["-e", "logs_ranks=0,3", "-e", "logs_grep=INFO", "-e", "logs_lines=5"])
     assert picked.returncode == 0
     lines = log_lines(picked.stdout)
     assert lines and {rank for _t, rank, _h, _x in lines} == {"0", "3"}
@@ -185,7 +185,7 @@ def test_status_with_one_rank_killed_names_the_rank_and_exits_non_zero(lane_serv
     assert line.startswith((f"lane {LANE}: down", f"lane {LANE}: degraded"))
     text = flat(proc.stdout)
     assert f"cause: rank 3 ({victim['host']}) exited first with code 137 (SIGKILL)" in text
-    assert f"deploy-lane.yml -i inventories/sim -e lane={LANE}" in text
+    assert f"lanekit.serving.deploy_lane -i inventories/sim -e lane={LANE}" in text
     row = next(r for r in ANSI.sub("", proc.stdout).splitlines() if r.startswith("r3 "))
     assert row.split()[3] == "exited(137)" and row.split()[4] == "-", row
     doc = status_json(tmp_path, "killed")
@@ -231,9 +231,9 @@ def test_a_torn_down_lane_is_not_deployed_and_its_archived_logs_read_back(vllm_p
     proc = status()
     assert proc.returncode == 2
     assert verdict_line(proc.stdout) == f"lane {LANE}: not deployed"
-    assert f"fix: ansible-playbook playbooks/deploy-lane.yml -i inventories/sim -e lane={LANE}" in flat(proc.stdout)
+    assert f"fix: ansible-playbook lanekit.serving.deploy_lane -i inventories/sim -e lane={LANE}" in flat(proc.stdout)
 
-    archived = run_playbook("logs_lane.yml", extra=["-e", "from_archive=latest", "-e", "lines=3"])
+    archived = run_playbook("logs_lane.yml", extra=["-e", "logs_from_archive=latest", "-e", "logs_lines=3"])
     assert archived.returncode == 0
     assert re.search(rf"logs of lane {re.escape(LANE)} \({re.escape(os.path.join(ROOT, 'reports', LANE))}/\d{{8}}T\d{{6}}Z"
                      r"-teardown\)", flat(archived.stdout)), archived.stdout[-2000:]

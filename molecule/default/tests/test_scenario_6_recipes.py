@@ -130,7 +130,7 @@ def recipe_nodes(tmp_path_factory):
 
 def test_a_multi_node_dep_lane_deploys_and_answers_on_rank_zero(recipe_nodes):
     inventory = _inventory(recipe_nodes / "dep", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
-    proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "strategy": "multi_node_dep",
+    proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "recipe_strategy": "multi_node_dep",
                                                "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM, **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 multi_node_dep deploy (2 nodes)", proc.seconds)
     assert_no_traceback(proc.stdout)
@@ -153,7 +153,7 @@ def test_a_multi_node_dep_lane_deploys_and_answers_on_rank_zero(recipe_nodes):
 def test_a_pd_cluster_lane_routes_a_request_through_prefill_and_decode(recipe_nodes):
     inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
     proc = _run("deploy_lane.yml", inventory, {
-        "recipe": RECIPE, "strategy": "pd_cluster", "pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
+        "recipe": RECIPE, "recipe_strategy": "pd_cluster", "recipe_pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
         "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM, **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 pd_cluster deploy (1+1 nodes + router)", proc.seconds)
     assert_no_traceback(proc.stdout)
@@ -190,7 +190,7 @@ def test_a_router_that_refuses_its_arguments_is_triaged_with_the_routers_own_cau
     inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
     overrides = dict(TO_THE_SIM, pd={"router": {"args": {"--no-such-router-flag": True}}})
     proc = _run("deploy_lane.yml", inventory, {
-        "recipe": RECIPE, "strategy": "pd_cluster", "pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
+        "recipe": RECIPE, "recipe_strategy": "pd_cluster", "recipe_pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
         "lanekit_image_digests": _digests(), "lane_cli_overrides": overrides, **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 pd_cluster with a router that refuses its arguments", proc.seconds)
     out = flat(proc.stdout)
@@ -209,7 +209,7 @@ def test_a_multi_node_tp_pp_lane_reaches_ready(recipe_nodes):
     overrides = dict(TO_THE_SIM, topology={"gpus_per_node": 1, "tensor_parallel": 1},
                      model={"id": "mistralai/Mistral-Large-4-1T-A52B-NVFP4",
                             "dir": "mistralai/Mistral-Large-4-1T-A52B-NVFP4"})
-    proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "strategy": "multi_node_tp_pp",
+    proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "recipe_strategy": "multi_node_tp_pp",
                                                "lanekit_image_digests": _digests(), "lane_cli_overrides": overrides,
                                                **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 multi_node_tp_pp deploy (2 nodes)", proc.seconds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import parse_overrides
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import host_source, parse_overrides
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
 from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, plan, spark8_hosts
 
@@ -24,7 +24,7 @@ def test_a_required_key_set_to_null_by_the_command_line_names_that_layer():
 
 def test_a_required_key_set_to_null_by_one_host_names_that_host():
     text = refusal(host_overrides={"spark-04": {"serve": {"port": None}}})
-    assert text.startswith("lane_overrides in the inventory (host spark-04)") and "serve.port" in text
+    assert text.startswith(host_source("spark-04")) and "serve.port" in text
 
 
 def test_a_plan_owned_flag_added_with_e_names_the_command_line():
@@ -34,7 +34,7 @@ def test_a_plan_owned_flag_added_with_e_names_the_command_line():
 
 def test_a_plan_owned_flag_on_one_host_is_refused_naming_the_host():
     text = refusal(host_overrides={"spark-03": {"serve": {"args": {"--port": 9000}}}})
-    assert text.startswith("lane_overrides in the inventory (host spark-03)") and "serve.args.--port" in text
+    assert text.startswith(host_source("spark-03")) and "serve.args.--port" in text
 
 
 def test_a_smuggled_flag_on_one_host_is_refused():
@@ -83,7 +83,7 @@ def test_hostile_override_text_is_refused_like_a_file():
 def test_ansible_tagged_values_are_validated_as_plain_data():
     from ansible._internal._datatag._tags import Origin
     tagged = Origin(path="/inv/group_vars/all.yml", line_num=3).tag({"serve": {"args": {"--max-num-seqs": "many"}}})
-    layer = parse_overrides(tagged, "lane_overrides in the inventory (host spark-01)")
+    layer = parse_overrides(tagged, host_source("spark-01"))
     # Exactly dict: Ansible's tagged mapping is a dict subclass, and must not reach the messages.
     assert type(layer) is dict  # pylint: disable=unidiomatic-typecheck
     text = refusal(overrides=tagged)

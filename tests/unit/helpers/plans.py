@@ -6,6 +6,7 @@ import os
 
 import yaml
 
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import CLI_SOURCE, inventory_layers
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -19,7 +20,9 @@ FULL_DIGESTS = {
 }
 
 
-def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None):
+def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None, group_overrides=None):
+    """The spark8 hosts with their layers as the action builds them: ``group_overrides`` for every host
+    (lane_group_overrides), ``host_overrides`` {host: layer} (lane_host_overrides), ``overrides`` (-e)."""
     inv = os.path.join(REPO, "inventories", "spark8")
     with open(os.path.join(inv, "hosts.yml"), encoding="utf-8") as handle:
         hosts = yaml.safe_load(handle)["all"]["children"]["lane_nodes"]["hosts"]
@@ -32,11 +35,10 @@ def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None):
     result = []
     for name, host_vars in hosts.items():
         merged = dict(group_vars, **host_vars)
-        layers = []
-        if host_overrides and name in host_overrides:
-            layers.append((f"lane_overrides in the inventory (host {name})", host_overrides[name]))
+        layers = [(source, layer) for source, layer in
+                  inventory_layers(name, group_overrides, (host_overrides or {}).get(name)) if layer]
         if overrides is not None:
-            layers.append(("lane_cli_overrides given with -e", overrides))
+            layers.append((CLI_SOURCE, overrides))
         result.append({"name": name, "vars": merged, "layers": layers})
     return result
 
@@ -71,7 +73,7 @@ def cpu2_hosts(binds=("0", "1"), extra_vars=None, overrides=None):
         host_vars = dict(group, fabric_ip=ip, fabric_ifname="eth0")
         if binds[index] is not None:
             host_vars["lanekit_cpu_threads_bind"] = binds[index]
-        layers = [("lane_cli_overrides given with -e", overrides)] if overrides is not None else []
+        layers = [(CLI_SOURCE, overrides)] if overrides is not None else []
         hosts.append({"name": f"cpu-0{index + 1}", "vars": host_vars, "layers": layers})
     return hosts
 

@@ -27,7 +27,7 @@ def _plan(inventory, *extra, reports):
 
 
 def test_the_h200_inventory_plans_the_seed_tp16_and_prints_its_notes(tmp_path):
-    proc = _plan("h200", "strategy=multi_node_tp", reports=tmp_path)
+    proc = _plan("h200", "recipe_strategy=multi_node_tp", reports=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lane = "mistral-large-4-1t-a52b-fp8-h200-multi-node-tp-2n"
     assert f"lane {lane} (vllm), plan " in proc.stdout
@@ -40,7 +40,26 @@ def test_the_h200_inventory_plans_the_seed_tp16_and_prints_its_notes(tmp_path):
 
 
 def test_a_choice_for_other_hardware_fails_the_play_with_one_sentence(tmp_path):
-    proc = _plan("h200", "strategy=multi_node_tp", "hardware=gb300", reports=tmp_path)
+    proc = _plan("h200", "recipe_strategy=multi_node_tp", "recipe_hardware=gb300", reports=tmp_path)
     assert proc.returncode != 0
     assert "the choice is for gb300 hardware but the nodes of inventory" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr and not list(tmp_path.iterdir())
+
+
+def test_plan_refuses_the_old_strategy_name_naming_the_new_one(tmp_path):
+    # -e strategy= is an Ansible play keyword: every run warned "reserved name" before the rename.
+    proc = _plan("h200", "strategy=multi_node_tp", reports=tmp_path)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode != 0
+    assert "-e strategy is an old name that lanekit no longer reads" in out and "pass -e recipe_strategy instead." in out
+    assert not list(tmp_path.iterdir())
+
+
+def test_no_strategy_takes_the_recipes_recommended_one_and_says_so(tmp_path):
+    # Issue 23: "refuses the choice hardware=gb300 strategy=None" before; now the recipe site's choice.
+    proc = _plan("gb300", reports=tmp_path)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "single_node_tp on 1x gb300" in out and "None" not in out
+    assert "No -e recipe_strategy was given: took the recommended strategy of the recipe for these nodes (on gb300 " \
+           "it offers single_node_tp, multi_node_tp" in out

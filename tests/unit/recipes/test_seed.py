@@ -112,3 +112,12 @@ def test_a_preset_for_other_hardware_is_refused():
     with pytest.raises(RecipeRefusal) as err:
         compile_recipe(SRC, Choice(preset="no_such_preset"))
     assert err.value.rule == "unknown_preset"
+
+
+def test_a_missing_strategy_names_the_offered_ones_and_never_none():
+    # Issue 23: the refusal read "refuses the choice hardware=gb300 strategy=None".
+    with pytest.raises(RecipeRefusal) as err:
+        compile_recipe(SRC, Choice(hardware="gb300"))
+    text = str(err.value)
+    assert "refuses the choice hardware=gb300 variant=default" in text and "None" not in text
+    assert "no strategy was given; pass -e recipe_strategy=NAME, on gb300 one of single_node_tp, multi_node_tp" in text

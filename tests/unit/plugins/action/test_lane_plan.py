@@ -1,5 +1,5 @@
-"""The lane_plan action's command-line override layer (action/lane_plan.py): lane_cli_overrides,
-and the refusal of -e lane_overrides."""
+"""The lane_plan action's override layers (action/lane_plan.py): the inventory's group and host
+layers read apart, lane_cli_overrides, and the refusal of lane_overrides and of -e for the inventory's."""
 from __future__ import annotations
 
 import json
@@ -40,10 +40,29 @@ def test_command_line_layer_error_names_its_variable():
         lp.ActionModule._cli_overrides(_action(), ["lane_cli_overrides=3"], {})
 
 
-def test_inventory_layer_reads_the_host_variable():
-    host_vars = {"lane_overrides": {"boot": {"budget_s": 10}}}
-    assert lp.ActionModule._inventory_overrides(_action(), "spark-01", host_vars) == {"boot": {"budget_s": 10}}
-    assert lp.ActionModule._inventory_overrides(_action(), "spark-01", {}) == {}
+def test_inventory_layers_read_the_group_and_the_host_variable_apart():
+    host_vars = {"lane_group_overrides": {"boot": {"budget_s": 10}},
+                 "lane_host_overrides": {"serve": {"env": {"NCCL_DEBUG": "INFO"}}}}
+    assert lp.ActionModule._inventory_layers(_action(), "spark-03", host_vars) == [
+        ("lane_group_overrides in the inventory's group_vars", {"boot": {"budget_s": 10}}),
+        ("lane_host_overrides in the inventory's host_vars (host spark-03)", {"serve": {"env": {"NCCL_DEBUG": "INFO"}}}),
+    ]
+    assert [layer for _source, layer in lp.ActionModule._inventory_layers(_action(), "spark-01", {})] == [{}, {}]
+
+
+def test_the_old_shared_inventory_name_is_refused_naming_the_new_ones():
+    with pytest.raises(LanekitError) as err:
+        lp.ActionModule._inventory_layers(_action(), "spark-03", {"lane_overrides": {"serve": {}}})
+    message = str(err.value)
+    assert message.startswith("lane_overrides is set in the inventory for host spark-03")
+    assert "lane_group_overrides in group_vars" in message and "lane_host_overrides in host_vars" in message
+    assert message.count(". ") == 0 and message.endswith(".")
+
+
+@pytest.mark.parametrize("name", ["lane_group_overrides", "lane_host_overrides"])
+def test_an_inventory_layer_given_with_e_is_refused(name):
+    with pytest.raises(LanekitError, match=f"^{name} was given with -e.*-e lane_cli_overrides="):
+        lp.refuse_cli_inventory_layer([f"{name}=" + json.dumps(LAYER)])
 
 
 @pytest.mark.parametrize("text", [
@@ -76,8 +95,8 @@ def test_other_extra_vars_pass(texts):
 
 
 def test_layers_deep_merge_inventory_then_command_line():
-    host_layer = {"spark-01": {"serve": {"args": {"--max-num-seqs": 64, "--max-num-batched-tokens": 4096}}}}
-    result, _findings = plan(VLLM, overrides={"serve": {"args": {"--max-num-seqs": 8}}}, host_overrides=host_layer)
+    group_layer = {"serve": {"args": {"--max-num-seqs": 64, "--max-num-batched-tokens": 4096}}}
+    result, _findings = plan(VLLM, overrides={"serve": {"args": {"--max-num-seqs": 8}}}, group_overrides=group_layer)
     cmd = result["ranks"][0]["command"]
     assert cmd[cmd.index("--max-num-seqs") + 1] == "8"  # the command line wins
     assert cmd[cmd.index("--max-num-batched-tokens") + 1] == "4096"  # the inventory's other key survives

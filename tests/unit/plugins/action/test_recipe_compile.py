@@ -29,9 +29,9 @@ def test_arguments_from_the_command_line_become_lists_and_mappings():
 
 
 @pytest.mark.parametrize("args,words", [
-    ({"pd": "{prefill: [1"}, "pd is not valid JSON or YAML"),
-    ({"feature_modes": "[mtp]"}, "feature_modes must be a mapping"),
-    ({"features": [1, 2]}, "features must be a comma-separated list"),
+    ({"pd": "{prefill: [1"}, "^recipe_pd is not valid JSON or YAML"),
+    ({"feature_modes": "[mtp]"}, "^recipe_feature_modes must be a mapping"),
+    ({"features": [1, 2]}, "^recipe_features must be a comma-separated list"),
 ])
 def test_malformed_arguments_are_one_sentence(args, words):
     with pytest.raises(LanekitError, match=words):
@@ -39,7 +39,7 @@ def test_malformed_arguments_are_one_sentence(args, words):
 
 
 def test_json_cut_by_ansibles_key_value_split_is_read_back_whole():
-    raw = ['pd={"prefill": {"nodes": 1}, "decode": {"nodes": 1}}', "hardware=b200"]
+    raw = ['recipe_pd={"prefill": {"nodes": 1}, "decode": {"nodes": 1}}', "recipe_hardware=b200"]
     args = action.whole_cli_values({"pd": '{"prefill":', "hardware": "b200"}, raw)
     assert json.loads(args["pd"]) == {"prefill": {"nodes": 1}, "decode": {"nodes": 1}}
     # A task argument that is not a cut of the command line is left alone.

@@ -80,7 +80,7 @@ def test_resolve_names_files_baselines_and_lanes(tmp_path):
     assert cmp.resolve("baseline:mistral-large4-nvfp4-8x-vllm", "", BASELINES).endswith("8x-vllm.json")
     with pytest.raises(ValueError, match="No baseline baseline:nope"):
         cmp.resolve("baseline:nope", "", BASELINES)
-    with pytest.raises(ValueError, match="run playbooks/bench-lane.yml -e lane=other"):
+    with pytest.raises(ValueError, match="run ansible-playbook lanekit.serving.bench_lane -i <inventory> -e lane=other"):
         cmp.resolve("other", str(tmp_path), BASELINES)
     with pytest.raises(ValueError, match="not a lanekit bench report"):
         cmp.check_report({"x": 1}, "f.json")

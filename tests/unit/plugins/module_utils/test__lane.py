@@ -112,7 +112,7 @@ def test_deep_merge_replaces_lists():
 
 def test_overrides_from_command_line_string():
     assert parse_overrides('{"serve": {"args": {"--x": 1}}}', "cli") == {"serve": {"args": {"--x": 1}}}
-    with pytest.raises(LanekitError, match="lane_overrides is 3 \\(a number\\)"):
+    with pytest.raises(LanekitError, match="lane_group_overrides is 3 \\(a number\\)"):
         parse_overrides("3", "cli")
 
 

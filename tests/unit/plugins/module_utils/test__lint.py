@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils import _lint
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import host_source
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
 from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, cpu2_hosts, plan, plan_cpu, spark8_hosts
 
@@ -189,14 +191,23 @@ def test_gpu_rules_stay_silent_or_say_the_right_thing_on_a_cpu_lane():
 
 
 def test_an_engine_without_a_cpu_backend_is_refused_on_cpu_nodes():
-    found, _warnings = cpu_findings({"engine": "sglang"})
+    # The lane's vLLM flags are removed first: SGLang has no --max-model-len (refused before lint).
+    dropped = {"--max-model-len": None, "--enforce-eager": None}
+    found, _warnings = cpu_findings({"engine": "sglang", "serve": {"args": dropped}})
     assert "key 'engine' is sglang on hardware cpu_x86" in found["cpu-engine"]
 
 
 def test_a_host_level_override_is_linted_for_its_own_rank():
     hosts = cpu2_hosts()
-    hosts[1]["layers"] = [("lane_overrides in the inventory (host cpu-02)",
-                           {"serve": {"env": {"VLLM_CPU_KVCACHE_SPACE": "x"}}})]
+    hosts[1]["layers"] = [(host_source("cpu-02"), {"serve": {"env": {"VLLM_ENGINE_READY_TIMEOUT_S": 5}}})]
     _plan, findings = plan_cpu(hosts=hosts)
-    assert [e["id"] for e in findings["errors"]] == ["cpu-kv-space"]
-    assert findings["errors"][0]["message"].startswith("on host cpu-02 (its lane_overrides): ")
+    assert [e["id"] for e in findings["errors"]] == ["engine-ready-timeout"]
+    assert findings["errors"][0]["message"].startswith("on host cpu-02 (its lane_host_overrides): ")
+
+
+def test_a_kv_space_on_one_cpu_rank_only_is_refused_naming_its_host_layer():
+    hosts = cpu2_hosts()
+    hosts[1]["layers"] = [(host_source("cpu-02"), {"serve": {"env": {"VLLM_CPU_KVCACHE_SPACE": "2"}}})]
+    with pytest.raises(LanekitError) as err:
+        plan_cpu(hosts=hosts)
+    assert str(err.value).startswith(host_source("cpu-02") + ": key 'serve.env.VLLM_CPU_KVCACHE_SPACE' is '2'")

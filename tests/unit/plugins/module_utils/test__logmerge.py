@@ -70,11 +70,11 @@ def test_since_reads_a_duration(value, seconds):
 
 
 def test_bad_options_are_refused_in_one_sentence():
-    with pytest.raises(lm.LogOptionError, match=r"since='ten' is not a duration; use for example since=90s"):
+    with pytest.raises(lm.LogOptionError, match=r"logs_since='ten' is not a duration; use for example logs_since=90s"):
         lm.parse_since("ten")
-    with pytest.raises(lm.LogOptionError, match=r"ranks='a,b' is not a list of node ranks"):
+    with pytest.raises(lm.LogOptionError, match=r"logs_ranks='a,b' is not a list of node ranks"):
         lm.parse_ranks("a,b")
-    with pytest.raises(lm.LogOptionError, match=r"grep='\(' is not a regular expression"):
+    with pytest.raises(lm.LogOptionError, match=r"logs_grep='\(' is not a regular expression"):
         lm.compile_grep("(")
 
 

@@ -100,7 +100,7 @@ def test_host_override_changes_only_that_rank():
 
 
 def test_host_override_of_lane_wide_key_is_refused():
-    with pytest.raises(LanekitError, match="spark-03 change 'topology'"):
+    with pytest.raises(LanekitError, match=r"\(host spark-03\): key 'topology' is set, but it must be the same on every"):
         plan(VLLM, host_overrides={"spark-03": {"topology": {"nodes": 4}}})
 
 

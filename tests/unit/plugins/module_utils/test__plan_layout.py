@@ -228,3 +228,15 @@ def test_a_pd_lane_refuses_an_api_key_its_router_cannot_check(tmp_path):
     _compiled, plan, findings = plan_on("gb300", str(tmp_path), {"strategy": "multi_node_dep"},
                                         extra_vars={"lanekit_api_key": "sk-unit-dp"}, hosts=2)
     assert findings["errors"] == [] and plan["secrets"]["api_key"] is True
+
+
+def test_a_host_layer_on_a_pd_lane_is_refused_instead_of_ignored(tmp_path):
+    # The pools' ranks are rendered from pd.prefill/pd.decode: a host's own layer would be dropped silently.
+    from ansible_collections.lanekit.serving.plugins.module_utils._lane import host_source
+    compiled = compile_on("gb300", str(tmp_path), PD_1P2D, hosts=3)
+    hosts = inventory_hosts("gb300", None, 3)
+    hosts[1]["layers"] = [(host_source(hosts[1]["name"]), {"serve": {"env": {"NCCL_DEBUG": "INFO"}}})]
+    with pytest.raises(LanekitError) as err:
+        plan_lane(compiled["lanes_dir"], compiled["images_dir"], compiled["lane"], hosts, [], "plan", str(tmp_path))
+    text = str(err.value)
+    assert text.startswith(host_source(hosts[1]["name"]) + " is set, but lane ") and "prefill/decode lane" in text

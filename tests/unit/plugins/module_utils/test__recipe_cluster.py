@@ -164,3 +164,22 @@ def test_the_recipe_image_reference_becomes_an_image_spec_pinned_only_by_a_diges
     lane = {"lane": "x", "image": "x-vllm", "serve": {"entrypoint": ["vllm", "serve"]}}
     spec = _recipe_cluster.image_spec(None, {"choice": {"hardware": "b200", "variant": "default"}}, lane, "amd64")
     assert spec["upstream"] == upstream and spec["entrypoint"] == ["vllm", "serve"] and spec["lanes"] == ["x"]
+
+
+@pytest.mark.parametrize("inventory", ["gb300", "h200", "b200", "mi355x"])
+def test_no_strategy_takes_the_recommended_one_for_the_inventorys_nodes(tmp_path, inventory):
+    from tests.unit.helpers.inventories import RECOMMENDED, compile_on
+    compiled = compile_on(inventory, str(tmp_path), {})
+    assert compiled["choice"]["strategy"] == RECOMMENDED[inventory]["strategy"]
+    assert compiled["strategy_recommended"] is True and compiled["choice"]["strategy"] in compiled["strategies"]
+
+
+def test_no_strategy_that_fits_the_nodes_names_the_offered_ones(tmp_path):
+    from tests.unit.helpers.inventories import compile_on
+    # The seed needs 16 H200 GPUs: one 8-GPU node fits none of its strategies.
+    with pytest.raises(LanekitError) as err:
+        compile_on("h200", str(tmp_path), {}, hosts=1)
+    text = str(err.value)
+    assert "no -e recipe_strategy was given, and none of the recipe's strategies on h200 (" in text
+    assert "fits the 1 host of 8 GPUs in lane_nodes of inventory inventories/h200" in text
+    assert text.endswith("pass -e recipe_strategy=NAME, or change lane_nodes.") and "None" not in text

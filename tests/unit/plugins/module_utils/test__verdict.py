@@ -52,8 +52,8 @@ def test_the_rank_that_exited_first_is_the_cause_with_its_code_and_the_redeploy_
     assert verdict.verdict == v.DOWN and verdict.culprits == [3]
     assert verdict.cause.startswith("rank 3 (spark-04) exited first with code 137 (SIGKILL) 40s ago")
     assert "then r5-6 stopped too" in verdict.cause
-    assert verdict.fix == (f"read its log: ansible-playbook playbooks/logs-lane.yml -i inventories/sim -e lane={LANE} "
-                           f"-e ranks=3; then: ansible-playbook playbooks/deploy-lane.yml -i inventories/sim -e lane={LANE}")
+    assert verdict.fix == (f"read its log: ansible-playbook lanekit.serving.logs_lane -i inventories/sim -e lane={LANE} "
+                           f"-e logs_ranks=3; then: ansible-playbook lanekit.serving.deploy_lane -i inventories/sim -e lane={LANE}")
     assert verdict.signatures[0]["id"] == "container_exited"
     assert "API refuses connections" in verdict.line
 
@@ -113,7 +113,7 @@ def test_a_lane_without_any_container_is_not_deployed():
     missing = {r: rankstatus.build({"node_rank": r, "host": HOSTS[r], "container_name": f"c{r}"}, None, None, 0.0)
                for r in range(8)}
     verdict = v.decide(LANE, "vllm", missing)
-    assert verdict.verdict == v.NOT_DEPLOYED and "deploy-lane.yml" in verdict.fix
+    assert verdict.verdict == v.NOT_DEPLOYED and "ansible-playbook lanekit.serving.deploy_lane -i" in verdict.fix
     assert v.decide(LANE, "vllm", {}).verdict == v.NOT_DEPLOYED
 
 
