@@ -142,6 +142,8 @@ def rmtree_inside(root: str, rel: str) -> None:
         _rmtree_fd(fd, parts[-1])
     finally:
         os.close(fd)
+
+
 def check_output_path(path: str, where: str, example: str = "") -> str:
     """Refuse, with a sentence, an output path that cannot be a file: a directory, or one under a file.
     Returns its parent directory. ``where`` names the option (``plan_file /x``); ``example`` the file

@@ -134,4 +134,3 @@ def cmdlines_holding(node: str, container: str, word: str) -> list[str]:
               " except OSError:\n  continue\n print(t.replace(b'\\0',b' ').decode('utf-8','replace'))")
     proc = docker(node, "exec", container, "python3", "-c", script)
     return [line[:200] for line in proc.stdout.splitlines() if word in line]
-
