@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 
 log=$(mktemp /tmp/lanekit-sim-up.XXXXXX.log)
-.venv/bin/ansible-playbook tests/sim/playbooks/sim_up.yml -e sim_cluster_real_vllm=true >"$log" 2>&1 &
+# profile_tasks: the log ends with the slowest tasks (sim-up is the long pole of the checks' minutes).
+ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks \
+  .venv/bin/ansible-playbook tests/sim/playbooks/sim_up.yml -e sim_cluster_real_vllm=true >"$log" 2>&1 &
 sim_pid=$!
 trap 'kill "$sim_pid" 2>/dev/null || true' EXIT
 echo "test: sim-up runs in the background (log: $log)"
@@ -24,7 +26,8 @@ if ! wait "$sim_pid"; then
   exit 1
 fi
 trap - EXIT
-echo "test: sim-up finished ($((SECONDS - start)) s after the checks)"
+echo "test: sim-up finished ($((SECONDS - start)) s after the checks); its slowest tasks:"
+grep -A12 '^=\{20,\}' "$log" | grep -E '[0-9]+\.[0-9]+s$' | head -n 12 || true
 if ((checks)); then
   exit "$checks"
 fi
