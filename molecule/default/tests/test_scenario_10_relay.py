@@ -61,7 +61,7 @@ def relay_spec(tmp_path_factory):
     spec = images / "mistral-large4-vllm" / "image.yml"
     text = spec.read_text(encoding="utf-8")
     assert "\npatches: []\n" in text
-    spec.write_text(text.replace("\npatches: []\n", f'\nlabels:\n  io.lanekit.test-relay: "{time.time_ns()}"\npatches: []\n'),
+    spec.write_text(text.replace("\npatches: []\n", f'\nlabels:\n  org.example.lksim-relay-run: "{time.time_ns()}"\npatches: []\n'),
                     encoding="utf-8")
     lock = tmp / "relay.image.lock.yml"
     # Its own lock and reports too: the lane's plan.json (which the other scenarios read) stays the lane's.
