@@ -431,7 +431,7 @@ def table(plan: dict) -> str:
 
 
 def _quote(arg: str) -> str:
-    if arg in (_secrets.KEY_ARGV_PROGRAM, _secrets.KEY_GUARD_PROGRAM):
+    if arg in (_secrets.KEY_ARGV_PROGRAM, _secrets.key_guard_program()):
         # lanekit's fixed launcher programs (the key's handoff, the key guard): named, not printed.
         return "<lanekit's key launcher, docs/security.md>"
     safe = all(c.isalnum() or c in "-_./:=,@+" for c in arg)

@@ -10,6 +10,7 @@ Messages here never include a secret's value.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -163,7 +164,7 @@ runpy.run_path(path, run_name="__main__")
 # that directory first on PYTHONPATH (kept for the API server processes vLLM spawns) and execs
 # the engine with ``<flag> lanekit_keyguard.KeyGuard``: no image rebuild, and the key itself
 # stays in the engine's environment (VLLM_API_KEY from the node's env file).
-KEY_GUARD_PROGRAM = r"""
+_KEY_GUARD_TEMPLATE = r"""
 import os, sys, tempfile
 flag, args = sys.argv[1], sys.argv[2:]
 here = tempfile.mkdtemp(prefix="lanekit-keyguard-")
@@ -174,7 +175,15 @@ try:
     os.execvp(args[0], [*args, flag, "lanekit_keyguard.KeyGuard"])
 except (OSError, IndexError) as error:
     sys.exit(f"lanekit: cannot start the engine {' '.join(args[:2])!r} behind the key guard: {error}")
-""".replace("KEYGUARD_SOURCE", repr(inspect.getsource(_keyguard)))
+"""
+
+
+@functools.cache
+def key_guard_program() -> str:
+    """``_KEY_GUARD_TEMPLATE`` with KeyGuard's source filled in. Read when a plan needs it (on the
+    controller), not at import: modules on the nodes import this file too (lane_probe) and must not
+    depend on reading a source file from the module's payload."""
+    return _KEY_GUARD_TEMPLATE.replace("KEYGUARD_SOURCE", repr(inspect.getsource(_keyguard)))
 
 
 def _launch_wrap(program: str, flag: str, entrypoint: list, command: list) -> tuple[list, list]:
@@ -185,8 +194,8 @@ def _launch_wrap(program: str, flag: str, entrypoint: list, command: list) -> tu
 
 
 def key_guard_wrap(flag: str, entrypoint: list, command: list) -> tuple[list, list]:
-    """(entrypoint, command) that start the engine behind lanekit's KeyGuard (``KEY_GUARD_PROGRAM``)."""
-    return _launch_wrap(KEY_GUARD_PROGRAM, flag, entrypoint, command)
+    """(entrypoint, command) that start the engine behind lanekit's KeyGuard (``key_guard_program``)."""
+    return _launch_wrap(key_guard_program(), flag, entrypoint, command)
 
 
 def key_flag_wrap(flag: str, entrypoint: list, command: list) -> tuple[list, list]:

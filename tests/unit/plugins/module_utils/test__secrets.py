@@ -51,7 +51,7 @@ def test_vllm_reads_the_key_from_its_environment_and_starts_behind_the_key_guard
     assert "--api-key" not in head["command"] and "VLLM_API_KEY" in head["secret_env_names"]
     # vLLM's own check leaves /tokenize, /pooling ... open: every rank starts behind KeyGuard.
     assert head["entrypoint"] == ["python3"]
-    assert head["command"][:4] == ["-c", _secrets.KEY_GUARD_PROGRAM, "--middleware", "vllm"]
+    assert head["command"][:4] == ["-c", _secrets.key_guard_program(), "--middleware", "vllm"]
     assert all(rank["command"][2] == "--middleware" for rank in result["ranks"])
     assert KEY not in json.dumps(result)
 
