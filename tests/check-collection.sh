@@ -24,7 +24,7 @@ if leaked=$(grep -E "$forbidden" <<<"$listing"); then
   echo "$leaked" | head -20 >&2
   fail "$tarball ships files that build_ignore in galaxy.yml should keep out (listed above)."
 fi
-for required in meta/runtime.yml playbooks/plan_lane.yml playbooks/deploy_lane.yml lanes/ images/ \
+for required in meta/runtime.yml playbooks/plan_lane.yml playbooks/deploy_lane.yml lanes/ images/ requirements-bench.txt \
     playbooks/bench_lane.yml roles/bench/files/baselines/mistral-large4-nvfp4-8x-vllm.json \
     roles/bench/files/baselines/mistral-large4-nvfp4-8x-sglang.json; do
   grep -qx "$required" <<<"$listing" || fail "$tarball lacks $required."
