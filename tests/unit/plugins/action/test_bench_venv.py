@@ -177,3 +177,18 @@ def test_the_pinned_requirements_ship_and_the_role_finds_them_from_its_own_path(
                                            ("relative", "/home/u/.cache/lanekit")])
 def test_cache_root_follows_xdg(xdg, expected):
     assert bv.bvenv.cache_root({"XDG_CACHE_HOME": xdg}, "/home/u") == expected
+
+
+def test_the_bench_role_finds_or_makes_the_venv_before_anything_uses_it():
+    with open(os.path.join(REPO, "roles", "bench", "tasks", "main.yml"), encoding="utf-8") as fh:
+        tasks = yaml.safe_load(fh)
+    modules = [next(k for k in task if k.startswith(("lanekit.", "ansible."))) for task in tasks]
+    first = modules.index("lanekit.serving.bench_venv")
+    made = tasks[first]
+    assert made["register"] == "bench_controller" and made["run_once"]
+    assert made["lanekit.serving.bench_venv"]["checkout_venv"] == "{{ role_path | dirname | dirname }}/.venv-bench"
+    for name, key in (("lanekit.serving.bench_host_venv", "controller_python"), ("lanekit.serving.bench_run", "venv"),
+                      ("lanekit.serving.bench_report", "venv")):
+        users = [i for i, module in enumerate(modules) if module == name and key in tasks[i][name]]
+        assert users and all(i > first for i in users), name
+        assert all("bench_controller.venv" in tasks[i][name][key] for i in users), name
