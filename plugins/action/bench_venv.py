@@ -11,6 +11,7 @@ A venv whose marker matches is left alone (changed: false).
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -35,12 +36,14 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def _read_marker(path: str) -> str:
+def _current(venv: str, req_hash: str) -> bool:
+    """The venv is complete for these pins: its marker (written last) matches and the tools are there."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        with open(os.path.join(venv, bvenv.MARKER), encoding="utf-8") as fh:
+            marker = fh.read()
     except OSError:
-        return ""
+        return False
+    return marker == bvenv.marker_text(req_hash) and not api.venv_problem(venv)
 
 
 class ActionModule(ActionBase):
@@ -77,8 +80,7 @@ class ActionModule(ActionBase):
                 raise LanekitError(problem)
             result["msg"] = f"bench tools from {venv} ({choice['source']})."
             return result
-        marker = os.path.join(venv, bvenv.MARKER)
-        if _read_marker(marker) == bvenv.marker_text(req_hash) and not api.venv_problem(venv):
+        if _current(venv, req_hash):
             result["msg"] = f"bench tools from {venv} (made on first use; current)."
             return result
         if not args["create"]:
@@ -87,10 +89,19 @@ class ActionModule(ActionBase):
         if self._play_context.check_mode:
             result.update(changed=True, ready=False, msg=f"Check mode: the bench tools' virtualenv {venv} would be made.")
             return result
-        python = args["python"] or sys.executable
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        # Two first runs at once on one controller: the second waits, then finds the venv made.
+        with open(f"{venv}.lock", "a", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if _current(venv, req_hash):
+                result["msg"] = f"bench tools from {venv} (made by another run meanwhile)."
+                return result
+            return self._make(args, result, venv, req_hash)
+
+    def _make(self, args: dict, result: dict, venv: str, req_hash: str) -> dict:
+        python, requirements = args["python"] or sys.executable, args["requirements"]
         display.display(f"bench: making the bench tools' virtualenv {venv} (first use, once per pinned set): "
                         f"pip install -r {requirements}, some 55 packages, a few minutes.")
-        os.makedirs(root, mode=0o700, exist_ok=True)
         proc = subprocess.run(bvenv.create_argv(python, venv), capture_output=True, text=True,  # noqa: S603
                               timeout=600, check=False)
         if proc.returncode != 0:
@@ -103,6 +114,6 @@ class ActionModule(ActionBase):
         if problem:
             raise LanekitError(problem)
         # Last: a venv without it was interrupted and is made again.
-        atomic_write(marker, bvenv.marker_text(req_hash))
+        atomic_write(os.path.join(venv, bvenv.MARKER), bvenv.marker_text(req_hash))
         result.update(changed=True, msg=f"bench tools installed in {venv} (from {requirements}).")
         return result

@@ -192,3 +192,21 @@ def test_the_bench_role_finds_or_makes_the_venv_before_anything_uses_it():
         users = [i for i, module in enumerate(modules) if module == name and key in tasks[i][name]]
         assert users and all(i > first for i in users), name
         assert all("bench_controller.venv" in tasks[i][name][key] for i in users), name
+
+
+def test_a_second_first_run_waits_for_the_first_and_reuses_its_venv(installed, tmp_path, monkeypatch):
+    coll, fake = installed
+    venv = _expected_venv(tmp_path)
+
+    def other_run_finishes_while_we_wait(_fh, _op):
+        for tool in ("python", "tool-eval-bench", "llama-benchy"):
+            _executable(os.path.join(venv, "bin", tool))
+        with open(os.path.join(coll, "requirements-bench.txt"), encoding="utf-8") as fh:
+            digest = bhost.requirements_hash(fh.read())
+        with open(os.path.join(venv, bv.bvenv.MARKER), "w", encoding="utf-8") as fh:
+            fh.write(bv.bvenv.marker_text(digest))
+
+    monkeypatch.setattr(bv.fcntl, "flock", other_run_finishes_while_we_wait)
+    result = _run(coll)
+    assert not result["changed"] and result["venv"] == venv and fake.calls == []
+    assert result["msg"] == f"bench tools from {venv} (made by another run meanwhile)."
