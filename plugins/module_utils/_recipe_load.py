@@ -86,6 +86,10 @@ def resolve_recipe(value: str, cwd: str, user_dir: str | None = None) -> str:
                 candidate = os.path.join(root, sub, text + suffix)
                 if os.path.isfile(candidate):
                     return candidate
+    # The docs' examples name the shipped recipe by its path in the collection (recipes/<org>/<model>.json).
+    shipped = os.path.normpath(os.path.join(COLLECTION_ROOT, text))
+    if shipped.startswith(BUNDLED_ROOT + os.sep) and os.path.isfile(shipped):
+        return shipped
     known = sorted({n for root in roots if os.path.isdir(root) for n in recipe_names(root)})
     shown = ", ".join(known[:_NAMES_SHOWN]) + (f" and {len(known) - _NAMES_SHOWN} more" if len(known) > _NAMES_SHOWN else "")
     raise LanekitError(f"recipe {value} is neither a file ({direct}) nor a recipe name in {user_dir} or the collection's "

@@ -72,6 +72,8 @@ def test_a_recipe_name_resolves_against_the_collections_recipes(tmp_path):
     # A user's repository with no recipes/ of its own: the name finds the recipe the collection ships.
     assert resolve_recipe("mistralai/Mistral-Large-4-1T-A52B", str(tmp_path)) == SEED
     assert resolve_recipe("mistralai/Mistral-Large-4-1T-A52B.json", str(tmp_path)) == SEED
+    # The docs' path of the shipped recipe works from a repository that has no such file.
+    assert resolve_recipe("recipes/mistralai/Mistral-Large-4-1T-A52B.json", str(tmp_path)) == SEED
     assert load_recipe(resolve_recipe("mistralai/Mistral-Large-4-1T-A52B", str(tmp_path))).root == TREE
 
 
