@@ -24,7 +24,7 @@ if leaked=$(grep -E "$forbidden" <<<"$listing"); then
   echo "$leaked" | head -20 >&2
   fail "$tarball ships files that build_ignore in galaxy.yml should keep out (listed above)."
 fi
-for required in meta/runtime.yml playbooks/plan_lane.yml playbooks/deploy_lane.yml lanes/ images/ \
+for required in meta/runtime.yml playbooks/plan_lane.yml playbooks/deploy_lane.yml lanes/ images/ requirements-bench.txt \
     playbooks/bench_lane.yml roles/bench/files/baselines/mistral-large4-nvfp4-8x-vllm.json \
     roles/bench/files/baselines/mistral-large4-nvfp4-8x-sglang.json; do
   grep -qx "$required" <<<"$listing" || fail "$tarball lacks $required."
@@ -69,6 +69,24 @@ before=$(cd "$installed" && find . | sort)
     [ -s "$repo/reports/$lane/plan.json" ] \
       || fail "planning $lane from the installed collection wrote no $repo/reports/$lane/plan.json."
   done
+  # A recipe by name from the collection's recipes/: recipe_lane writes the lane into ./lanes and its image
+  # spec into ./images, and the next plan reads both (the gb300 example inventory has one tray).
+  cp -r "$checkout/inventories/gb300" inventories/gb300
+  log="$scratch/recipe.log"
+  if ! ansible-playbook lanekit.serving.recipe_lane -e recipe=mistralai/Mistral-Large-4-1T-A52B \
+      -e recipe_hardware=gb300 -e recipe_strategy=single_node_tp >"$log" 2>&1; then
+    tail -30 "$log" >&2
+    fail "ansible-playbook lanekit.serving.recipe_lane -e recipe=mistralai/Mistral-Large-4-1T-A52B fails from the installed collection."
+  fi
+  grep -q -- "--tensor-parallel-size 4" "$log" || fail "recipe_lane printed no composed command ($log)."
+  recipe_lane=mistral-large-4-1t-a52b-default-gb300-single-node-tp
+  [ -s "lanes/$recipe_lane.yml" ] && [ -s images/mistral-large-4-1t-a52b-vllm/image.yml ] \
+    || fail "recipe_lane wrote no lanes/$recipe_lane.yml with its images/mistral-large-4-1t-a52b-vllm/image.yml."
+  if ! ansible-playbook lanekit.serving.plan_lane -i inventories/gb300 -e "lane=$recipe_lane" \
+      -e "lanekit_reports_dir=$repo/reports" >"$log" 2>&1; then
+    tail -30 "$log" >&2
+    fail "the lane recipe_lane wrote does not plan from the installed collection."
+  fi
 )
 # Reports and plans belong to the user's repository, never inside the installed collection.
 after=$(cd "$installed" && find . | sort)
@@ -79,4 +97,4 @@ fi
 
 count=$(echo "$modules" | wc -w)
 files=$(grep -cv '/$' <<<"$listing")
-echo "collection: $(basename "$tarball") ships $files files and no test instruments; installed, ansible-doc renders $count modules and lanekit.serving.plan_lane plans ${lanes[*]}"
+echo "collection: $(basename "$tarball") ships $files files and no test instruments; installed, ansible-doc renders $count modules and lanekit.serving.plan_lane plans ${lanes[*]} and a lane recipe_lane compiled from the collection's recipes/"

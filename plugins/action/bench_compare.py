@@ -18,12 +18,15 @@ from ansible.utils.display import Display
 from ansible_collections.lanekit.serving.plugins.module_utils import _bench_compare as cmp
 from ansible_collections.lanekit.serving.plugins.module_utils._bench_api import draw_chart
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._plan import reports_root
 
 display = Display()
 
 ARGUMENT_SPEC = dict(
     compare=dict(type="list", elements="str", required=True),
-    reports_root=dict(type="path", required=True),
+    # Default: lanekit_reports_dir's rule (reports/ beside a checkout's playbooks, else in the working
+    # directory), never inside an installed collection.
+    reports_root=dict(type="path"),
     baselines_dir=dict(type="path", required=True),
     out_dir=dict(type="path"),
     venv=dict(type="path"),
@@ -38,6 +41,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars or {})
         del tmp
         _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        if not args.get("reports_root"):
+            args["reports_root"] = reports_root(None, (task_vars or {}).get("playbook_dir"), os.getcwd())
         refs = [r for r in args["compare"] if str(r).strip()]
         if len(refs) < 2:
             result.update(failed=True, msg="bench compare needs two or more runs, lanes or baselines: pass e.g. "

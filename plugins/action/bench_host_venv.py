@@ -68,7 +68,7 @@ class ActionModule(ActionBase):
                 requirements = fh.read()
         except OSError as exc:
             raise LanekitError(f"The bench requirements {args['requirements']} cannot be read ({exc.strerror}); "
-                               "set bench_requirements to requirements-bench.txt of the checkout.") from exc
+                               "set bench_requirements to the collection's requirements-bench.txt.") from exc
         probe_out = self._module("ansible.builtin.command", {"argv": [args["python"], "-c", bhost.PROBE]},
                                  f"reading its {args['python']}", host)
         try:

@@ -117,8 +117,9 @@ class ActionModule(ActionBase):
         remote = bool(args["bench_host"])
         if remote and not (args["host_venv"] and args["host_root"]):
             raise LanekitError("bench_run with bench_host needs host_venv and host_root (the bench role sets both).")
-        # On a bench_host the tools run from the host's venv; the controller's only draws the chart.
-        problem = "" if remote else api.venv_problem(args["venv"])
+        # On a bench_host the tools run from the host's venv; the controller's only draws the chart. In
+        # check mode bench_venv made no venv yet and none is needed (nothing runs).
+        problem = "" if remote or self._play_context.check_mode else api.venv_problem(args["venv"])
         if problem:
             raise LanekitError(problem)
         model = (plan.get("api") or {}).get("served_model_name", "")

@@ -20,13 +20,19 @@ from ansible_collections.lanekit.serving.plugins.module_utils._files import writ
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import LANE_NAME_RE
 from ansible_collections.lanekit.serving.plugins.module_utils._plan import reports_root
 from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe, public
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import (
+    command_lines,
+    compile_recipe,
+    public,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe, resolve_recipe
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
 
 ARGUMENT_SPEC = {
     "recipe": {"type": "str", "required": True},
     "recipe_root": {"type": "str"},
+    # Where -e recipe=NAME is looked up first (lanekit_recipes_dir; default ./recipes), before the collection's recipes/.
+    "recipes_dir": {"type": "str"},
     "hardware": {"type": "str"},
     "strategy": {"type": "str"},
     "variant": {"type": "str"},
@@ -37,6 +43,10 @@ ARGUMENT_SPEC = {
     "pd": {"type": "raw"},
     "lane_file": {"type": "str"},
     "lanes_dir": {"type": "str"},
+    # The user's image specs (lanekit_images_dir; default ./images): the lane's spec is written there when missing.
+    "images_dir": {"type": "str"},
+    # The nodes' CPU architecture for the image spec (lanekit_node_arch); default the hardware's.
+    "arch": {"type": "str"},
     "commands_file": {"type": "str"},
     # Cluster mode (lanekit.serving.plan_lane/deploy_lane -e recipe=...): size the choice to this inventory group.
     "nodes_group": {"type": "str"},
@@ -82,6 +92,11 @@ def choice_from_args(args: dict) -> Choice:
                   pd=_mapping(args.get("pd"), "recipe_pd"))
 
 
+def recipe_source(args: dict, cwd: str):
+    """The recipe ``-e recipe=`` names (a path, or a name in the user's recipes/ then the collection's), loaded."""
+    return load_recipe(resolve_recipe(args["recipe"], cwd, args.get("recipes_dir")), args.get("recipe_root"))
+
+
 def write_if_changed(path: str, text: str, where: str = "", example: str = "") -> bool:
     """Write ``text`` when it differs; a path that is a directory, under a file or unwritable is one sentence."""
     return write_output(path, text, where or f"{path}", example=example)
@@ -89,11 +104,11 @@ def write_if_changed(path: str, text: str, where: str = "", example: str = "") -
 
 def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
     """Compile the choice; write what was asked for; return the task result (LanekitError on refusal)."""
-    src = load_recipe(args["recipe"] if os.path.isabs(args["recipe"]) else os.path.join(cwd, args["recipe"]),
-                      args.get("recipe_root"))
+    src = recipe_source(args, cwd)
     result = compile_recipe(src, choice_from_args(args))
     out = {"changed": False, "recipe": src.path, "recipe_root": src.root, "choice": result["choice"],
-           "commands": public(result), "docker_image": _recipe_lane.docker_image(
+           "commands": public(result), "command_lines": command_lines(public(result)),
+           "docker_image": _recipe_lane.docker_image(
                src, result["choice"]["hardware"], result["choice"]["variant"]),
            "notes": _recipe_lane.recipe_notes(src, result["choice"]), "lane_file": None, "commands_file": None}
     commands_file = args.get("commands_file")
@@ -118,6 +133,9 @@ def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
             lane_file = os.path.join(os.path.join(cwd, args.get("lanes_dir") or "lanes"), f"{name}.yml")
         lane, comments = _recipe_lane.build_lane(src, result, name)
         choice = result["choice"]
+        spec_out = _image_spec_for(args, cwd, src, result, lane, comments, check_mode)
+        out["changed"] = spec_out.pop("_changed") or out["changed"]
+        out.update(spec_out)
         inside = os.path.commonpath([src.path, src.root]) == src.root
         header = [f"Compiled by lanekit from the vLLM recipe "
                   f"{os.path.relpath(src.path, src.root) if inside else src.path}"
@@ -133,6 +151,30 @@ def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
     return out
 
 
+def _image_spec_for(args: dict, cwd: str, src, result: dict, lane: dict, comments: dict, check_mode: bool) -> dict:
+    """Write the lane's image spec into the user's images directory when it has none, so the next plan finds it.
+
+    A spec already there (the user's, with their digest pin and image.lock.yml) is never touched."""
+    images_dir = os.path.join(cwd, args.get("images_dir") or "images")
+    image_path = os.path.join(images_dir, lane["image"], "image.yml")
+    arch = args.get("arch") or _recipe_cluster.node_arch(result["choice"]["hardware"])
+    spec = _recipe_cluster.image_spec(src, result, lane, arch)
+    ref = f"{spec['upstream']['repository']}:{spec['upstream']['tag']}"
+    out = {"image_spec": image_path, "image_spec_written": False, "images_dir_created": False, "_changed": False}
+    # One text whether the spec is written now or kept: a second run must not change the lane.
+    comments[("image",)] = (f"recipe docker image {ref}: spec images/{lane['image']}/image.yml (recipe_lane writes it "
+                            "when missing, never over yours); pin its digest")
+    if os.path.exists(image_path):
+        return out
+    out["image_spec_written"] = True
+    # A new images/ directory shadows the collection's for every lane the plan reads (docs/install.md): say so.
+    out["images_dir_created"] = not os.path.isdir(images_dir)
+    if not check_mode:
+        out["_changed"] = write_if_changed(image_path, _recipe_cluster.image_spec_text(spec, arch),
+                                           f"the lane's image spec {image_path} (images_dir)", "image.yml")
+    return out
+
+
 def _header(src, choice: dict, cluster: _recipe_cluster.Cluster) -> list[str]:
     return [f"Compiled by lanekit from the vLLM recipe {src.path} for the nodes of {cluster.where}.",
             "Choice: " + ", ".join(f"{k}={v}" for k, v in choice.items() if v not in (None, [], {})) + ".",
@@ -143,8 +185,7 @@ def _header(src, choice: dict, cluster: _recipe_cluster.Cluster) -> list[str]:
 def compile_for_cluster(args: dict, cwd: str, cluster: _recipe_cluster.Cluster, reports: str,
                         check_mode: bool = False) -> dict:
     """Cluster mode: compile the choice for the inventory's nodes; write the lane and its image spec under ``reports``."""
-    src = load_recipe(args["recipe"] if os.path.isabs(args["recipe"]) else os.path.join(cwd, args["recipe"]),
-                      args.get("recipe_root"))
+    src = recipe_source(args, cwd)
     sized, result = _recipe_cluster.compile_for_cluster(src, choice_from_args(args), cluster)
     choice = result["choice"]
     written = _recipe_cluster.write_cluster_lane(
@@ -163,8 +204,7 @@ def compile_for_cluster(args: dict, cwd: str, cluster: _recipe_cluster.Cluster, 
 
 def list_choices(args: dict, cwd: str) -> dict:
     """What the recipe offers, per hardware; nothing is compiled or written."""
-    src = load_recipe(args["recipe"] if os.path.isabs(args["recipe"]) else os.path.join(cwd, args["recipe"]),
-                      args.get("recipe_root"))
+    src = recipe_source(args, cwd)
     found = _recipe_offer.offer(src)
     return {"changed": False, "recipe": src.path, "recipe_root": src.root, "offer": found,
             "offer_lines": _recipe_offer.lines(found)}

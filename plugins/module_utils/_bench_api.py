@@ -47,14 +47,16 @@ def check_api(base_url: str, model: str, api_key: str | None = None, timeout: fl
     return {"ok": True, "url": base_url, "error": "", "models": models}
 
 
-def venv_problem(venv: str) -> str:
+def venv_problem(venv: str, requirements: str = "requirements-bench.txt") -> str:
     """A sentence when the bench virtualenv lacks a tool, else ''."""
     missing = [t for t in TOOLS if not os.access(os.path.join(venv, "bin", t), os.X_OK)]
     if not os.access(os.path.join(venv, "bin", "python"), os.X_OK):
         missing.append("python")
     if missing:
-        return (f"The bench virtualenv {venv} lacks {', '.join(missing)}: run `make venv-bench` in the checkout "
-                "(it installs requirements-bench.txt), or point bench_venv at a virtualenv that has them.")
+        # Both fixes work from an installed collection (no checkout, no make).
+        return (f"The bench virtualenv {venv} lacks {', '.join(missing)}: install the pinned tools into it "
+                f"({venv}/bin/python -m pip install -r {requirements}), or leave bench_venv unset and the bench "
+                "makes its own on first use.")
     return ""
 
 

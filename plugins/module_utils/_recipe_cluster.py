@@ -256,6 +256,23 @@ def image_spec(src: RecipeSource, result: dict, lane: dict, arch: str, previous:
     }
 
 
+# Grace-based trays and the DGX Spark are arm64; a profile may name its own (the CPU ones do).
+ARM64_HARDWARE = ("dgx_spark_gb10", "gb200", "gb300")
+
+
+def node_arch(hardware: str) -> str:
+    """The nodes' CPU architecture (docker's spelling) a hardware profile implies, when no inventory says."""
+    return str((PROFILES.get(hardware) or {}).get("arch") or ("arm64" if hardware in ARM64_HARDWARE else "amd64"))
+
+
+def image_spec_text(spec: dict, arch: str) -> str:
+    """The image spec file's text: how to pin it, then the spec."""
+    return ("---\n# Written by lanekit from the vLLM recipe's docker image for this hardware. Pin it: set\n"
+            f"# lanekit_image_digests['{spec['name']}']['{arch}'] in the inventory to the full digest\n"
+            f"# (docker buildx imagetools inspect {spec['upstream']['repository']}:{spec['upstream']['tag']}).\n"
+            + yaml.safe_dump(spec, sort_keys=False, default_flow_style=False))
+
+
 def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, header: list[str], write,
                        arch: str = "amd64") -> dict:
     """Write ``<reports_root>/<lane>/<lane>.yml`` and its image spec; return lane, lanes_dir, images_dir, changed.
@@ -278,10 +295,6 @@ def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, heade
                             f"spec in images/{lane['image']}/image.yml beside this file")
     text = _recipe_lane.render(lane, comments, header)
     changed = write(os.path.join(lane_dir, f"{name}.yml"), text)
-    spec_text = ("---\n# Written by lanekit from the vLLM recipe's docker image for this hardware. Pin it: set\n"
-                 f"# lanekit_image_digests['{spec['name']}']['{arch}'] in the inventory to the full digest\n"
-                 f"# (docker buildx imagetools inspect {spec['upstream']['repository']}:{spec['upstream']['tag']}).\n"
-                 + yaml.safe_dump(spec, sort_keys=False, default_flow_style=False))
-    changed = write(image_path, spec_text) or changed
+    changed = write(image_path, image_spec_text(spec, arch)) or changed
     return {"lane": name, "lanes_dir": lane_dir, "images_dir": images_dir, "lane_file": os.path.join(lane_dir, f"{name}.yml"),
             "image_spec": image_path, "changed": changed, "lane_data": lane}

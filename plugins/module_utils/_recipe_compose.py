@@ -413,6 +413,31 @@ def compile_recipe(src: RecipeSource, choice: Choice) -> dict:
     return result
 
 
+_SHELL_SAFE_RE = re.compile(r"[A-Za-z0-9_./:,=@%+-]+|\$[A-Z_][A-Z0-9_]*")
+
+
+def _shell_word(value) -> str:
+    """One shell word; a ``$PLACEHOLDER`` stays bare so the shell fills it in, as on the recipe site."""
+    text = str(value)
+    return text if _SHELL_SAFE_RE.fullmatch(text) else "'" + text.replace("'", "'\\''") + "'"
+
+
+def command_lines(public_result: dict) -> list[str]:
+    """The composed commands as a person reads and pastes them: per node a heading, the environment, the command."""
+    lines = []
+    for cmd in public_result.get("commands") or []:
+        lines.append(f"# node {cmd.get('node')} ({cmd.get('role')})")
+        env = cmd.get("env") or {}
+        text = str(cmd.get("command") or " ".join(_shell_word(a) for a in cmd.get("argv") or []))
+        if env:
+            lines.append(" ".join(f"{k}={_shell_word(v)}" for k, v in env.items()) + " \\")
+        lines.extend(text.splitlines())
+    if public_result.get("router"):
+        lines.append("# router")
+        lines.extend(str(public_result["router"]).splitlines())
+    return lines
+
+
 def public(result: dict) -> dict:
     """The result in exactly the corpus's ``expected`` shape (no origins, no choice echo)."""
     out = {k: v for k, v in result.items() if k != "choice"}

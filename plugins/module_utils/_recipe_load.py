@@ -12,6 +12,11 @@ serving strategies), or a sentence saying what is missing. The two input forms:
   taxonomy or strategies: it is resolved against the same kind of tree root, else the collection's
   own ``recipes/`` tree.
 
+``-e recipe=`` takes a path or a recipe's name (``mistralai/Mistral-Large-4-1T-A52B``): a name is
+looked up in the user's recipes directory (``lanekit_recipes_dir``, else ``./recipes``), then in the
+collection's own ``recipes/``, as ``<name>.json`` / ``<name>.yaml`` or ``models/<name>.yaml``
+(:func:`resolve_recipe`).
+
 YAML is read the way the recipe site reads it (YAML 1.2 booleans: only true/false), so an unquoted
 ``on`` or ``no`` stays a string.
 """
@@ -40,6 +45,55 @@ class RecipeSource:
     strategies: dict
     name: str = ""  # how messages name the recipe
     extra: dict = field(default_factory=dict)
+
+
+RECIPE_SUFFIXES = ("", ".json", ".yaml", ".yml")
+_NAMES_SHOWN = 12
+
+
+def recipe_names(root: str) -> list[str]:
+    """The names a recipes directory answers to: rendered JSON files by their path under ``root``,
+    upstream source files by their path under ``models/`` (no suffix either way)."""
+    names = []
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in ("strategies", "expected", "__pycache__") and not d.startswith("."))
+        rel = os.path.relpath(dirpath, root)
+        for name in sorted(files):
+            stem, suffix = os.path.splitext(name)
+            if suffix == ".json":
+                names.append(os.path.normpath(os.path.join(rel, stem)))
+            elif suffix in (".yaml", ".yml") and (rel == "models" or rel.startswith("models" + os.sep)):
+                names.append(os.path.normpath(os.path.join(os.path.relpath(dirpath, os.path.join(root, "models")), stem)))
+    return sorted(set(names))
+
+
+def resolve_recipe(value: str, cwd: str, user_dir: str | None = None) -> str:
+    """The recipe file ``-e recipe=VALUE`` means: an existing path (absolute, or relative to ``cwd``), else a
+    name found in ``user_dir`` (default ``<cwd>/recipes``), then in the collection's ``recipes/``."""
+    if not value:
+        raise LanekitError("no recipe given: pass -e recipe=NAME (a recipe of ./recipes or of the collection's "
+                           "recipes/) or -e recipe=PATH (a models/<org>/<repo>.yaml or a rendered JSON).")
+    text = os.path.expanduser(str(value))
+    direct = text if os.path.isabs(text) else os.path.join(cwd, text)
+    if os.path.exists(direct) or os.path.isabs(text):
+        return direct
+    user_dir = os.path.join(cwd, str(user_dir)) if user_dir else os.path.join(cwd, "recipes")
+    # The user's own first: a team's edited copy of a recipe wins over the one the collection ships.
+    roots = [user_dir] + ([BUNDLED_ROOT] if os.path.realpath(user_dir) != os.path.realpath(BUNDLED_ROOT) else [])
+    for root in roots:
+        for sub in ("", "models"):
+            for suffix in RECIPE_SUFFIXES:
+                candidate = os.path.join(root, sub, text + suffix)
+                if os.path.isfile(candidate):
+                    return candidate
+    # The docs' examples name the shipped recipe by its path in the collection (recipes/<org>/<model>.json).
+    shipped = os.path.normpath(os.path.join(COLLECTION_ROOT, text))
+    if shipped.startswith(BUNDLED_ROOT + os.sep) and os.path.isfile(shipped):
+        return shipped
+    known = sorted({n for root in roots if os.path.isdir(root) for n in recipe_names(root)})
+    shown = ", ".join(known[:_NAMES_SHOWN]) + (f" and {len(known) - _NAMES_SHOWN} more" if len(known) > _NAMES_SHOWN else "")
+    raise LanekitError(f"recipe {value} is neither a file ({direct}) nor a recipe name in {user_dir} or the collection's "
+                       f"recipes/; pass the path of a recipe file or one of these names: {shown or 'none found'}.")
 
 
 def read_data(path: str, what: str = "") -> object:

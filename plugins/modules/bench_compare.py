@@ -20,9 +20,11 @@ options:
     elements: str
     required: true
   reports_root:
-    description: The controller's reports root.
+    description:
+      - The controller's reports root, where lane names and run directories are found and the comparison is written.
+      - Default C(reports/) beside a checkout's playbooks, else C(reports/) in the working directory (never inside an
+        installed collection), as C(lanekit_reports_dir) is read elsewhere.
     type: path
-    required: true
   baselines_dir:
     description: Where C(baseline:<lane>) files are.
     type: path

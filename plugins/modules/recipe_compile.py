@@ -31,9 +31,17 @@ description:
     when their content changes.
 options:
   recipe:
-    description: Path of the recipe file (YAML source form or rendered JSON), relative to the working directory.
+    description:
+      - Path of the recipe file (YAML source form or rendered JSON), relative to the working directory,
+        or a recipe's name (C(mistralai/Mistral-Large-4-1T-A52B)).
+      - A name is looked up in O(recipes_dir), then in the collection's own C(recipes/), as C(<name>.json),
+        C(<name>.yaml) or C(models/<name>.yaml); when none matches, the sentence lists the names found there.
     type: str
     required: true
+  recipes_dir:
+    description: The user's recipes directory, searched for a recipe name before the collection's; default C(recipes)
+      in the working directory (C(lanekit_recipes_dir) in the playbooks).
+    type: str
   recipe_root:
     description: The recipe tree root (C(taxonomy.yaml) and C(strategies/)); default the nearest parent of O(recipe).
     type: str
@@ -75,6 +83,17 @@ options:
     type: str
   lanes_dir:
     description: Directory of the default lane file; default C(lanes) in the working directory.
+    type: str
+  images_dir:
+    description:
+      - The user's image specs; default C(images) in the working directory (C(lanekit_images_dir) in the playbooks).
+      - When a lane is written and C(<images_dir>/<image>/image.yml) does not exist, the recipe's docker image for
+        the hardware is written there as the lane's image spec (no digest unless the recipe pins one), so the next
+        plan finds it; a spec already there is never changed.
+    type: str
+  arch:
+    description: The nodes' CPU architecture (C(amd64), C(arm64)) the image spec's pin line names; default
+      C(arm64) for C(dgx_spark_gb10), C(gb200) and C(gb300), else C(amd64) (C(lanekit_node_arch) in the playbooks).
     type: str
   commands_file:
     description: Write the composed commands here as JSON.
@@ -153,6 +172,23 @@ docker_image:
   description: The recipe's docker image for the hardware and variant.
   returned: success
   type: str
+command_lines:
+  description: The composed commands as printable lines, per node a heading, its environment and its command.
+  returned: when a choice is compiled outside cluster mode
+  type: list
+  elements: str
+image_spec:
+  description: The lane's image spec (written when it was missing, or the user's, kept).
+  returned: when a lane is written
+  type: str
+image_spec_written:
+  description: Outside cluster mode, whether the image spec was written (in check mode, would be).
+  returned: when a lane is written outside cluster mode
+  type: bool
+images_dir_created:
+  description: Outside cluster mode, whether O(images_dir) did not exist before (it then shadows the collection's C(images/)).
+  returned: when a lane is written outside cluster mode
+  type: bool
 lane_file:
   description: The lane file written (null when only commands were asked for).
   returned: success

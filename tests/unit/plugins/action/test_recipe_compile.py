@@ -101,3 +101,44 @@ def test_cluster_mode_reads_the_nodes_from_the_inventory_group_and_the_head_host
     assert cluster.where == "inventory /inv/h200"
     with pytest.raises(LanekitError, match="no hosts in group 'gpu'"):
         action.cluster_from_vars(task_vars, "gpu", lambda v: v)
+
+
+# --- issue 23: a recipe by name from an installed collection, its image spec beside the lane ----------
+
+def test_a_recipe_name_from_the_collection_writes_the_lane_and_its_image_spec_so_the_next_plan_finds_both(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec
+    from ansible_collections.lanekit.serving.plugins.module_utils._lane import load_lane
+    from ansible_collections.lanekit.serving.plugins.module_utils._plan import find_spec_dir
+    from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import COLLECTION_ROOT
+
+    args = {"recipe": "mistralai/Mistral-Large-4-1T-A52B", "hardware": "gb300", "strategy": "multi_node_tp", "nodes": "2"}
+    result = action.compile_and_write(args, str(tmp_path))
+    lane = result["lane"]
+    spec_path = tmp_path / "images" / "mistral-large-4-1t-a52b-vllm" / "image.yml"
+    assert result["recipe"] == SEED and result["image_spec"] == str(spec_path)
+    assert result["image_spec_written"] and result["images_dir_created"] and result["changed"]
+    # What the plan reads from this working directory: the user's lanes/ and images/, holding both files.
+    lanes_dir = find_spec_dir("lanes", None, None, str(tmp_path), COLLECTION_ROOT)
+    images_dir = find_spec_dir("images", None, None, str(tmp_path), COLLECTION_ROOT)
+    assert (lanes_dir, images_dir) == (str(tmp_path / "lanes"), str(tmp_path / "images"))
+    image_name = load_lane(lanes_dir, lane)["image"]
+    spec = load_image_spec(images_dir, image_name)
+    assert spec["upstream"]["repository"] == "vllm/vllm-openai" and spec["upstream"]["tag"] == "mistral-large-4"
+    assert "lanekit_image_digests['mistral-large-4-1t-a52b-vllm']['arm64']" in spec_path.read_text(encoding="utf-8")
+    # A second run changes nothing; a spec the user pinned by hand is never rewritten.
+    assert action.compile_and_write(args, str(tmp_path))["changed"] is False
+    spec_path.write_text(spec_path.read_text(encoding="utf-8") + "# pinned by me\n", encoding="utf-8")
+    again = action.compile_and_write(args, str(tmp_path))
+    assert not again["image_spec_written"] and spec_path.read_text(encoding="utf-8").endswith("# pinned by me\n")
+    assert not again["changed"]
+
+
+def test_the_composed_commands_come_back_as_printable_lines(tmp_path):
+    result = action.compile_and_write(_args(commands_file="c.json"), str(tmp_path), check_mode=True)
+    lines = result["command_lines"]
+    assert lines[0] == "# node 0 (head)" and "# node 1 (worker)" in lines
+    head = lines[1:lines.index("# node 1 (worker)")]
+    assert head[0].endswith(" \\") and not head[-1].endswith("\\") and head[1].startswith("vllm serve ")
+    # $PLACEHOLDERs stay bare for the shell; JSON values are quoted.
+    assert all("'$" not in line for line in lines)
+    assert not list(tmp_path.iterdir())

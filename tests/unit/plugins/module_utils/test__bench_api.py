@@ -69,7 +69,11 @@ def test_check_api(models_server, monkeypatch):
 def test_api_url_and_venv_problem(tmp_path):
     assert api.api_url({"api": {"address": "10.0.0.1", "port": 8000}}) == "http://10.0.0.1:8000/v1"
     assert api.api_url({"api": {"address": "fd00::1", "port": 8000}}) == "http://[fd00::1]:8000/v1"
-    assert "run `make venv-bench`" in api.venv_problem(str(tmp_path))
+    # The fix works without a checkout: no `make venv-bench` in the sentence.
+    problem = api.venv_problem(str(tmp_path), "/c/requirements-bench.txt")
+    assert "make venv-bench" not in problem and "checkout" not in problem
+    assert f"({tmp_path}/bin/python -m pip install -r /c/requirements-bench.txt)" in problem
+    assert "leave bench_venv unset" in problem
     assert api.collection_version(os.path.join(REPO, "plugins", "action")) not in ("", "unknown")
 
 

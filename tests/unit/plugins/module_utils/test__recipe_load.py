@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe, read_data
+from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe, read_data, resolve_recipe
 from tests.unit.helpers.recipes import SEED, TINY, TREE
 
 
@@ -64,3 +64,37 @@ def test_missing_and_empty_recipe_paths_are_one_sentence(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps([1]), encoding="utf-8")
     with pytest.raises(LanekitError, match="is not a vLLM recipe"):
         load_recipe(str(tmp_path / "bad.json"))
+
+
+# --- -e recipe=NAME: the user's recipes/, then the collection's (issue 23) ---------------------------
+
+def test_a_recipe_name_resolves_against_the_collections_recipes(tmp_path):
+    # A user's repository with no recipes/ of its own: the name finds the recipe the collection ships.
+    assert resolve_recipe("mistralai/Mistral-Large-4-1T-A52B", str(tmp_path)) == SEED
+    assert resolve_recipe("mistralai/Mistral-Large-4-1T-A52B.json", str(tmp_path)) == SEED
+    # The docs' path of the shipped recipe works from a repository that has no such file.
+    assert resolve_recipe("recipes/mistralai/Mistral-Large-4-1T-A52B.json", str(tmp_path)) == SEED
+    assert load_recipe(resolve_recipe("mistralai/Mistral-Large-4-1T-A52B", str(tmp_path))).root == TREE
+
+
+def test_the_users_own_recipes_come_first_and_upstream_source_names_are_found_under_models(tmp_path):
+    (tmp_path / "recipes" / "mistralai").mkdir(parents=True)
+    shutil.copy(SEED, tmp_path / "recipes" / "mistralai" / "Mistral-Large-4-1T-A52B.json")
+    mine = str(tmp_path / "recipes" / "mistralai" / "Mistral-Large-4-1T-A52B.json")
+    assert resolve_recipe("mistralai/Mistral-Large-4-1T-A52B", str(tmp_path)) == mine
+    _tree(tmp_path / "recipes")  # an upstream tree: models/acme/Tiny-MoE.yaml
+    assert resolve_recipe("acme/Tiny-MoE", str(tmp_path)) == str(tmp_path / "recipes" / "models" / "acme" / "Tiny-MoE.yaml")
+    # lanekit_recipes_dir names another directory (relative to the working directory).
+    (tmp_path / "elsewhere").mkdir()
+    shutil.copy(SEED, tmp_path / "elsewhere" / "seed.json")
+    assert resolve_recipe("seed", str(tmp_path), "elsewhere") == str(tmp_path / "elsewhere" / "seed.json")
+    # A path is still a path.
+    assert resolve_recipe("elsewhere/seed.json", str(tmp_path)) == str(tmp_path / "elsewhere" / "seed.json")
+
+
+def test_an_unknown_recipe_name_lists_the_names_there_are(tmp_path):
+    with pytest.raises(LanekitError) as err:
+        resolve_recipe("mistralai/Nope", str(tmp_path))
+    assert str(err.value) == (f"recipe mistralai/Nope is neither a file ({tmp_path}/mistralai/Nope) nor a recipe name in "
+                              f"{tmp_path}/recipes or the collection's recipes/; pass the path of a recipe file or one "
+                              "of these names: mistralai/Mistral-Large-4-1T-A52B.")
