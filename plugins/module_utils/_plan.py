@@ -16,7 +16,13 @@ import os
 import posixpath
 import re
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _engines, _kvbudget, _lint, _plan_layout, _secrets
+from ansible_collections.lanekit.serving.plugins.module_utils import (
+    _engines,
+    _kvbudget,
+    _lint,
+    _plan_layout,
+    _plan_secrets,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import check_output_path, write_output
 from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES, host_env, rank_container
@@ -32,12 +38,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     timeout_value,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._lane_values import plan_owned_flag
-from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
-    Secrets,
+from ansible_collections.lanekit.serving.plugins.module_utils._plan_secrets import (
     lane_secrets,
     plan_secrets,
     secret_spec,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._secrets import Secrets
 from ansible_collections.lanekit.serving.plugins.module_utils._stage_revisions import revision_path
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import ascii_digits, describe, plain
 
@@ -431,7 +437,7 @@ def table(plan: dict) -> str:
 
 
 def _quote(arg: str) -> str:
-    if arg in (_secrets.KEY_ARGV_PROGRAM, _secrets.key_guard_program()):
+    if arg in (_plan_secrets.KEY_ARGV_PROGRAM, _plan_secrets.key_guard_program()):
         # lanekit's fixed launcher programs (the key's handoff, the key guard): named, not printed.
         return "<lanekit's key launcher, docs/security.md>"
     safe = all(c.isalnum() or c in "-_./:=,@+" for c in arg)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _plan, _secrets
+from ansible_collections.lanekit.serving.plugins.module_utils import _plan, _plan_secrets
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import load_lane
 from tests.unit.helpers.plans import CPU_API_KEY, CPU_IPS, IMAGES, LANES, REPO, SGLANG, VLLM, cpu2_hosts, plan, plan_cpu
@@ -304,7 +304,7 @@ def test_the_cpu_lane_plans_each_ranks_exact_command_and_environment():
     group = ["--tensor-parallel-size", "2", "--nnodes", "2"]
     rendezvous = ["--master-addr", CPU_IPS[0], "--master-port", "29501"]
     # The lane has a key: every rank starts behind lanekit's KeyGuard, then runs `vllm` as planned.
-    guard = ["-c", _secrets.key_guard_program(), "--middleware", "vllm"]
+    guard = ["-c", _plan_secrets.key_guard_program(), "--middleware", "vllm"]
     assert r0["entrypoint"] == ["python3"] and r1["entrypoint"] == ["python3"]
     assert r0["command"][:4] == guard and r1["command"][:4] == guard
     r0["command"], r1["command"] = r0["command"][4:], r1["command"][4:]

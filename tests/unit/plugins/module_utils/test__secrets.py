@@ -1,4 +1,4 @@
-"""The secret channel (module_utils/_secrets.py, _redact.py) and the API lane keys as the plan renders them:
+"""The secret channel (module_utils/_plan_secrets.py, _secrets.py, _redact.py) and the API lane keys as the plan renders them:
 lanekit_api_key and lanekit_secret_env never in the plan, only names, the env file path and a hash."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _redact, _secrets
+from ansible_collections.lanekit.serving.plugins.module_utils import _plan_secrets, _redact, _secrets
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from tests.unit.helpers.plans import SGLANG, VLLM, plan
 
@@ -51,7 +51,7 @@ def test_vllm_reads_the_key_from_its_environment_and_starts_behind_the_key_guard
     assert "--api-key" not in head["command"] and "VLLM_API_KEY" in head["secret_env_names"]
     # vLLM's own check leaves /tokenize, /pooling ... open: every rank starts behind KeyGuard.
     assert head["entrypoint"] == ["python3"]
-    assert head["command"][:4] == ["-c", _secrets.key_guard_program(), "--middleware", "vllm"]
+    assert head["command"][:4] == ["-c", _plan_secrets.key_guard_program(), "--middleware", "vllm"]
     assert all(rank["command"][2] == "--middleware" for rank in result["ranks"])
     assert KEY not in json.dumps(result)
 
@@ -67,7 +67,7 @@ def test_sglang_gets_the_flag_through_a_fixed_program_that_holds_no_value():
     assert result["secrets"]["api_key_env"] == "LANEKIT_API_KEY"
     # NVIDIA's entrypoint (sets up, then exec "$@") stays in front of the key's program.
     assert head["entrypoint"] == ["/opt/nvidia/nvidia_entrypoint.sh"]
-    assert head["command"][:4] == ["python3", "-c", _secrets.KEY_ARGV_PROGRAM, "--api-key"]
+    assert head["command"][:4] == ["python3", "-c", _plan_secrets.KEY_ARGV_PROGRAM, "--api-key"]
     assert head["command"][4:6] == ["sglang", "serve"]  # the engine's own argv follows, unchanged
     assert KEY not in json.dumps(result)
 
@@ -90,7 +90,7 @@ def run_key_program(tmp_path, command, key=KEY, extra_env=None):
                PYTHONPATH=str(tmp_path), **(extra_env or {}))
     if key is not None:
         env["LANEKIT_API_KEY"] = key
-    entry, wrapped = _secrets.key_flag_wrap("--api-key", [], command)
+    entry, wrapped = _plan_secrets.key_flag_wrap("--api-key", [], command)
     argv = [sys.executable if entry == ["python3"] else entry[0], *wrapped]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
     report = tmp_path / "report.json"
@@ -262,7 +262,7 @@ def test_the_key_guard_launcher_gives_vllm_an_importable_middleware_its_children
     import subprocess
     import sys
     console_script(tmp_path, "vllm", sys.executable, VLLM_LIKE)
-    entry, wrapped = _secrets.key_guard_wrap("--middleware", [], ["vllm", "serve", "/models/x", "--port", "8000"])
+    entry, wrapped = _plan_secrets.key_guard_wrap("--middleware", [], ["vllm", "serve", "/models/x", "--port", "8000"])
     env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}", REPORT=str(tmp_path / "report.json"),
                VLLM_API_KEY=KEY)
     env.pop("PYTHONPATH", None)
