@@ -8,7 +8,7 @@ One job: what the controller and a node must agree on about a lane's env file
 values. The plan records the hash; a node (``lane_probe``) computes it from the file it holds.
 Standard library only: modules on the nodes ship this file, so the checks of the inventory's
 secrets and the plan's side, which need the lane schema and the engine table, live in
-``module_utils/_plan_secrets.py``. Messages here never include a secret's value.
+``plugin_utils/_plan/_secrets.py``. Messages here never include a secret's value.
 """
 from __future__ import annotations
 
