@@ -1,5 +1,5 @@
 """The docker CLI wrapper: pins, arch names and the exec-readiness probe (the stream protocol is
-tested in test__image_stream.py)."""
+tested in test__stream.py)."""
 from __future__ import annotations
 
 import pytest

@@ -63,7 +63,7 @@ def test_rule_refuses_a_lane_that_breaks_it(rule_id, lane, overrides, words):
 
 def test_every_rule_has_a_breaker_or_warning_test():
     tested = {b[0] for b in BREAKERS} | {"cuda-graph-sizes", "kv-budget-unchecked", "image-pin"}
-    # Tested on the example inventories' recipe lanes in test__recipe_cluster.py.
+    # Tested on the example inventories' recipe lanes in _recipe/test__cluster.py.
     tested |= {"rank-gpu-access", "recipe-troubleshooting"}
     # The CPU rules: tested on the real-engine lane below.
     tested |= {"cpu-engine", "cpu-kv-space", "cpu-kv-space-unchecked", "cpu-threads-bind", "cpu-head-dim"}
