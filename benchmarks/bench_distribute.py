@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(REPO, ".collections"))
 
 import yaml  # noqa: E402
 
-from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._image._spec import (  # noqa: E402
     load_image_spec,
     resolve_image,
 )

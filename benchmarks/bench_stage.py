@@ -91,8 +91,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the generated checkpoint for the next run")
     a = ap.parse_args()
     import_collection()
-    from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import LocalSource
-    from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager
+    from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_sources import LocalSource
+    from ansible_collections.lanekit.serving.plugins.module_utils._weights._staging import Stager
 
     os.makedirs(a.workdir, exist_ok=True)
     src = os.path.join(a.workdir, "src")

@@ -30,7 +30,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     import_collection()
-    from ansible_collections.lanekit.serving.plugins.module_utils import _pagecache as pc
+    from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache as pc
 
     os.makedirs(a.workdir, exist_ok=True)
     size = a.file_mib * MIB

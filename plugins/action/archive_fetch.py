@@ -7,7 +7,7 @@ container's full log and ``docker inspect``, the node's meminfo) go to
 ``<archive>/ranks/r<rank>-<host>/{full.log,inspect.json}`` and ``<archive>/hosts/<host>/meminfo.txt``,
 read as the become user, written 0600 in 0700 directories, with every known secret value of the
 lane (``lanekit_api_key``, ``lanekit_secret_env``) replaced again on the controller: the node
-redacted them already, this is the second lock (``plugin_utils/_bundle.py``, as the failure
+redacted them already, this is the second lock (``plugin_utils/_boot/_bundle.py``, as the failure
 bundle of ``lane_wait``). The documentation lives in plugins/modules/archive_fetch.py.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
-from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, secret_args
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import Bundle, secret_args
 
 ARGUMENT_SPEC = dict(
     dest=dict(type="path", required=True),

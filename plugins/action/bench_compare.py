@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_compare as cmp
-from ansible_collections.lanekit.serving.plugins.module_utils._bench_api import draw_chart
+from ansible_collections.lanekit.serving.plugins.module_utils._bench._api import draw_chart
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import reports_root
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _compare as cmp
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import reports_root
 
 display = Display()
 

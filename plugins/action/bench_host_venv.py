@@ -20,7 +20,7 @@ import tempfile
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_host as bhost
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles

@@ -18,12 +18,12 @@ import os
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_api as api
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_compare as cmp
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_gate as gate
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_report as report
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _compare as cmp
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _gate as gate
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _report as report
 
 display = Display()
 

@@ -32,16 +32,16 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_api as api
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_corpus as corpus
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_gate as gate
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_host as bhost
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_report as report
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_settings as bset
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _corpus as corpus
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _gate as gate
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _report as report
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _settings as bset
 
 display = Display()
 

@@ -2,7 +2,7 @@
 # Apache-2.0
 """The bench tools' virtualenv on the controller: found, or made once on first use.
 
-One job: the venv the bench runs from (module_utils/_bench_venv.py chooses it). A ``bench_venv``
+One job: the venv the bench runs from (plugin_utils/_bench/_venv.py chooses it). A ``bench_venv``
 the user names is used as it is (refused with a sentence when it lacks a tool); the checkout's
 ``.venv-bench`` is used when ``make venv-bench`` made it; otherwise the pinned requirements the
 collection ships are installed into ``${XDG_CACHE_HOME:-~/.cache}/lanekit/bench-venv-<hash>`` with
@@ -19,11 +19,11 @@ import sys
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_api as api
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_host as bhost
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_venv as bvenv
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _venv as bvenv
 
 display = Display()
 

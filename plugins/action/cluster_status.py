@@ -11,7 +11,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _workloads as workloads
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import _workloads as workloads
 
 display = Display()
 

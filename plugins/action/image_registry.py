@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _image_registry as reg
+from ansible_collections.lanekit.serving.plugins.plugin_utils._image import _registry as reg
 
 ARGUMENT_SPEC = dict(
     container=dict(type="dict"),

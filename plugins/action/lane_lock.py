@@ -19,7 +19,7 @@ from ansible import context
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _lane_lock as lanelock
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import _lock as lanelock
 
 display = Display()
 

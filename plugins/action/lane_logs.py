@@ -18,8 +18,8 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _logmerge as logmerge
-from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import split_timestamp
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import split_timestamp
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _logmerge as logmerge
 
 display = Display()
 

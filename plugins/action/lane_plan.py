@@ -20,9 +20,8 @@ from ansible.parsing.splitter import parse_kv
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _lint
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import (
     CLI_LAYER,
     CLI_SOURCE,
     GROUP_LAYER,
@@ -32,7 +31,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._lane import (
     old_layer_refusal,
     parse_overrides,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import (
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _lint
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import (
     find_spec_dir,
     plan_lane,
     reports_root,

@@ -19,20 +19,20 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
-from ansible_collections.lanekit.serving.plugins.module_utils import _verdict
-from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootConfig, LaneTracker
-from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import render_table
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import RankLog
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog
-from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
-from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import secret_args
-from ansible_collections.lanekit.serving.plugins.plugin_utils._lane_poll import (
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _rankstatus as rankstatus
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _verdict
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import secret_args
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._lane_poll import (
     LaneTaskError,
     LaneWorker,
     lane_members,
 )
-from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rankstatus import RankStatus
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rendezvous import Rendezvous
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._report import render_table
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._tracker import BootConfig, LaneTracker
 
 display = Display()
 

@@ -11,17 +11,17 @@ The task runs on every node of the lane at once (not ``run_once``): each node's 
 runs ``lanekit.serving.rank_status`` on its own node through Ansible's own connection for that
 host (ssh on hardware, ``community.docker.docker`` on the simulated cluster), once per poll,
 and asks only for the log lines written since the previous poll
-(:mod:`~..plugin_utils._lane_poll`). So no plugin code has to open connections to other hosts,
+(:mod:`~..plugin_utils._boot._lane_poll`). So no plugin code has to open connections to other hosts,
 every node is polled in parallel, and a poll costs one small module run per node (about 0.3 s
 of CPU each).
 
-The workers meet in a private directory on the controller (:mod:`~..plugin_utils._rendezvous`).
+The workers meet in a private directory on the controller (:mod:`~..plugin_utils._boot._rendezvous`).
 Polls are aligned on the wall clock (every ``poll_s``), each worker writes its ranks' parsed
 status there, and one of them, the *coordinator* (the head's host), reads all of them, prints
-the status line, and decides with :class:`~..module_utils._boot.LaneTracker`: waiting, ready,
+the status line, and decides with :class:`~..plugin_utils._boot._tracker.LaneTracker`: waiting, ready,
 or failed. Its verdict file ends the other workers' loops within one poll. On failure every
 worker fetches its own ranks' full logs and ``docker inspect`` into the bundle
-(:mod:`~..plugin_utils._bundle`, in the plan's ``reports_dir``); the coordinator writes the
+(:mod:`~..plugin_utils._boot._bundle`, in the plan's ``reports_dir``); the coordinator writes the
 plan, the verdict and the status history, and fails the task with the explanation. The others
 end ``ok`` (the role marks the task ``any_errors_fatal``, so the play stops on the
 coordinator's failure).
@@ -46,19 +46,24 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
-from ansible_collections.lanekit.serving.plugins.module_utils._boot import READY, BootConfig, LaneTracker, Verdict
-from ansible_collections.lanekit.serving.plugins.module_utils._boot_report import failure_message, fmt_duration
-from ansible_collections.lanekit.serving.plugins.module_utils._rankstatus import RankStatus
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
-from ansible_collections.lanekit.serving.plugins.plugin_utils._bundle import Bundle, new_bundle_dir, secret_args
-from ansible_collections.lanekit.serving.plugins.plugin_utils._lane_poll import (
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import Bundle, new_bundle_dir, secret_args
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._lane_poll import (
     LaneMembers,
     LaneTaskError,
     LaneWorker,
     lane_members,
 )
-from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rankstatus import RankStatus
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rendezvous import Rendezvous
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._report import failure_message, fmt_duration
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._tracker import (
+    READY,
+    BootConfig,
+    LaneTracker,
+    Verdict,
+)
 
 display = Display()
 

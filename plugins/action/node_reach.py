@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _reach as reach
+from ansible_collections.lanekit.serving.plugins.plugin_utils import _reach as reach
 
 ARGUMENT_SPEC = dict(
     results=dict(type="dict", required=True),

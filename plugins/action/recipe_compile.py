@@ -14,19 +14,21 @@ from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_cluster, _recipe_lane, _recipe_offer
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import write_output
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import LANE_NAME_RE
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import reports_root
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import (
+from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import LANE_NAME_RE
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import reports_root
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _cluster as _recipe_cluster
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _lane as _recipe_lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _offer as _recipe_offer
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._choice import Choice
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._compose import (
     command_lines,
     compile_recipe,
     public,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe, resolve_recipe
-from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import load_recipe, resolve_recipe
 
 ARGUMENT_SPEC = {
     "recipe": {"type": "str", "required": True},

@@ -3,7 +3,7 @@
 """Documentation every image module shares: the docker CLI option and what the host needs.
 
 Used with ``extends_documentation_fragment: lanekit.serving.docker_cli``; the option itself is added
-to each module's argument spec once, by ``module_utils/_docker_module.docker_argument_spec``.
+to each module's argument spec once, by ``module_utils/_image/_docker_module.docker_argument_spec``.
 """
 from __future__ import annotations
 

@@ -124,8 +124,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_api as api
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_host as bhost
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 
 # The detached wrapper: runs the tool, then records its exit code atomically (stdlib only).
 _WRAPPER = (

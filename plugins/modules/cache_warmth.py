@@ -273,9 +273,9 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _pagecache as pc
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._manifest import MANIFEST_NAME, load_manifest
+from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache as pc
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest import MANIFEST_NAME, load_manifest
 
 GIB = pc.GIB
 MIB = pc.MIB

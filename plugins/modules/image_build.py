@@ -292,7 +292,15 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._image._build import (
+    BuildPlan,
+    build_argv,
+    build_root,
+    decide,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import (
     DockerCLI,
     DockerError,
     image_pin,
@@ -301,16 +309,11 @@ from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import
     strip_ansi,
     tail,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import DockerManager, run_docker_module
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._image_build import (
-    BuildPlan,
-    build_argv,
-    build_root,
-    decide,
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
+    DockerManager,
+    run_docker_module,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (
+from ansible_collections.lanekit.serving.plugins.module_utils._image._spec import (
     load_image_spec,
     lock_entry,
     lock_verdict,

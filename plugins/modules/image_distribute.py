@@ -278,22 +278,22 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import (
     DockerCLI,
     DockerError,
     chain_ids,
     tail,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
     DockerManager,
     pin_options,
     run_docker_module,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import check_origin
-from ansible_collections.lanekit.serving.plugins.module_utils._image_relay_node import RelayNode, connect_socket
-from ansible_collections.lanekit.serving.plugins.module_utils._image_spool import ReceiveSpool, docker_load
-from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import check_origin
+from ansible_collections.lanekit.serving.plugins.module_utils._image._relay_node import RelayNode, connect_socket
+from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import ReceiveSpool, docker_load
+from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
     AUTH,
     DATA,
     END,

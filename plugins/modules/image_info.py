@@ -120,7 +120,7 @@ engine:
       type: str
 """
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
     DockerManager,
     pin_options,
     run_docker_module,

@@ -193,26 +193,26 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import (
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import (
     DockerCLI,
     chain_ids,
     image_pin,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
     DockerManager,
     pin_options,
     run_docker_module,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import origin_map
-from ansible_collections.lanekit.serving.plugins.module_utils._image_spool import (  # noqa: F401 - stale_spools is part of this module's surface
+from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_map
+from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import (  # noqa: F401 - stale_spools is part of this module's surface
     CHUNK,
     SPOOL_PREFIX,
     SaveSpool,
     stale_spools,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
     AUTH,
     DATA,
     ERROR,

@@ -129,8 +129,8 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _lane_lock as lanelock
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import _lock as lanelock
 
 
 def argument_spec() -> dict[str, Any]:

@@ -130,18 +130,18 @@ api:
 
 import time
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _engines as engines
-from ansible_collections.lanekit.serving.plugins.module_utils import _lane_probe as verdicts
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_module import (
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import _lane_probe as verdicts
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import http_get, probe_api
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import parse_docker_time
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
     DockerManager,
     pin_options,
     run_docker_module,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._probes import http_get, probe_api
-from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import parse_docker_time
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils._secrets import env_digest, parse_env_file
-from ansible_collections.lanekit.serving.plugins.module_utils._weights_check import WeightsChecker
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._check import WeightsChecker
 
 
 class LaneProbe(DockerManager):

@@ -91,8 +91,8 @@ import platform
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import normalize_arch
-from ansible_collections.lanekit.serving.plugins.module_utils._hardware import node_mismatch
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import normalize_arch
+from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware import node_mismatch
 
 GPU_QUERY = ["--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
 

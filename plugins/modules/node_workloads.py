@@ -78,9 +78,13 @@ gpu_query_error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._workloads import (
+    classify,
+    other_lane_names,
+    other_lanes,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._workloads import classify, other_lane_names, other_lanes
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
 
 GPU_QUERY = ["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"]
 

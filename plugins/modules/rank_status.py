@@ -172,12 +172,12 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import http_get, probe_api
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
-from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import parse_meminfo
-from ansible_collections.lanekit.serving.plugins.module_utils._probes import http_get, probe_api
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.module_utils._redact import redact_inspect, redact_text, secretish
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache import parse_meminfo
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 # The plan labels containers io.lanekit.<key>; plain lanekit.<key> is read too.

@@ -357,15 +357,15 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _stage_revisions as revs  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
-from ansible_collections.lanekit.serving.plugins.module_utils._pagecache import MIB  # noqa: E402
-from ansible_collections.lanekit.serving.plugins.module_utils._stage_sources import (  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._weights import _stage_revisions as revs  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache import MIB  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_sources import (  # noqa: E402
     HubSource,
     LocalSource,
     Source,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._staging import Stager  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._staging import Stager  # noqa: E402
 
 try:
     # Imported for real by HubSource when source=hf; here only to fail early with a sentence.

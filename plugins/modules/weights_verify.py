@@ -131,7 +131,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._weights_check import WeightsChecker, summary
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._check import WeightsChecker, summary
 
 
 def argument_spec() -> dict[str, Any]:

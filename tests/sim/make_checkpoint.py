@@ -137,7 +137,7 @@ def tekken(vocab: int) -> dict:
             "vocab": vocab_entries, "special_tokens": special, "lanekit": LABEL}
 
 
-# The words of lanekit's bench corpus (plugins/module_utils/_bench_corpus.py WORDS).
+# The words of lanekit's bench corpus (plugins/plugin_utils/_bench/_corpus.py WORDS).
 CORPUS_WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which "
     "but have an they you were her she there one all we their been has when who will more no if out "

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
 from tests.unit.helpers.plans import IMAGES, REPO, spark8_hosts
 
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "badinput")

@@ -11,11 +11,12 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _kvbudget, _yaml
+from ansible_collections.lanekit.serving.plugins.module_utils import _yaml
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
-from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec, resolve_image
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import write_plan_file
+from ansible_collections.lanekit.serving.plugins.module_utils._image._spec import load_image_spec, resolve_image
+from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware import PROFILES
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _kvbudget
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import write_plan_file
 from tests.unit.helpers.plans import IMAGES, REPO
 
 NAME = "mistral-large4-vllm"

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import host_source, parse_overrides
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import host_source, parse_overrides
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
 from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, plan, spark8_hosts
 
 CLI = "lane_cli_overrides given with -e"

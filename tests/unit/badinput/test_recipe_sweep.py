@@ -22,18 +22,18 @@ import os
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_lane
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import (
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _lane as _recipe_lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._choice import Choice
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._compose import compile_recipe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import (
     load_recipe,
     load_tree,
     read_data,
     recipe_from_data,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_rules import RecipeRefusal
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_schema import check_strategy, check_taxonomy
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._rules import RecipeRefusal
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._schema import check_strategy, check_taxonomy
 from tests.unit.helpers.recipes import FIXTURES, SEED, TREE, choice_of, load_cases, shared_corpus
 
 WRONG = ["some text", ["a", "b"], {"k": "v"}, "733", float("nan"), True]

@@ -13,16 +13,16 @@ import yaml
 from ansible_collections.lanekit.serving.plugins.action import bench_run as bench_action
 from ansible_collections.lanekit.serving.plugins.action import lane_logs as logs_action
 from ansible_collections.lanekit.serving.plugins.action import recipe_compile as action
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_settings as bset
-from ansible_collections.lanekit.serving.plugins.module_utils import _image_spec as spec_mod
-from ansible_collections.lanekit.serving.plugins.module_utils import _logmerge as logmerge
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import check_cluster, device_requests, table
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_cluster import Cluster, cluster_choice
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_rules import RecipeRefusal
+from ansible_collections.lanekit.serving.plugins.module_utils._image import _spec as spec_mod
+from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _settings as bset
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _logmerge as logmerge
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import check_cluster, device_requests, table
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._choice import Choice
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._cluster import Cluster, cluster_choice
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._compose import compile_recipe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import load_recipe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._rules import RecipeRefusal
 from tests.unit.helpers.lane_fakes import action_module
 from tests.unit.helpers.plans import plan
 from tests.unit.helpers.recipes import TINY, TREE

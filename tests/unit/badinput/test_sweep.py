@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
 from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, spark8_hosts
 
 HOSTILE = [None, True, float("nan"), "a b\nc", ["--port", "1"], {"k": None}, datetime.date(2026, 10, 30)]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import GROUP_SOURCE, host_source
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane, table
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import GROUP_SOURCE, host_source
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane, table
 from tests.unit.helpers.plans import IMAGES, LANES, SGLANG, VLLM, plan, spark8_hosts
 
 GROUP = {"serve": {"args": {"--max-num-seqs": 64}}}

@@ -7,8 +7,8 @@ import os
 import yaml
 
 from ansible_collections.lanekit.serving.plugins.action.recipe_compile import compile_for_cluster
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_cluster import Cluster
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._cluster import Cluster
 from tests.unit.helpers.recipes import REPO, SEED
 
 INVENTORIES = os.path.join(REPO, "inventories")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _staging
+from ansible_collections.lanekit.serving.plugins.module_utils._weights import _staging
 
-BASE = str(Path(_staging.__file__).parents[5])
-MODULES = Path(_staging.__file__).parents[1] / "modules"
+BASE = str(Path(_staging.__file__).parents[6])
+MODULES = Path(_staging.__file__).parents[2] / "modules"
 REV = "0123456789abcdef0123456789abcdef01234567"
 
 

@@ -6,8 +6,8 @@ import os
 
 import yaml
 
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import CLI_SOURCE, inventory_layers
-from ansible_collections.lanekit.serving.plugins.module_utils._plan import plan_lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import CLI_SOURCE, inventory_layers
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 LANES = os.path.join(REPO, "lanes")

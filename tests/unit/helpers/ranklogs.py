@@ -26,8 +26,8 @@ def lines_until(name: str, marker: str) -> list[str]:
 def make_status(rank, lines=(), *, engine="vllm", role=None, state="running", node_now=None,
                 exit_code=0, probes=None, started="2026-10-30T06:00:00.000000000Z", host=None):
     """A rank status as the wait loop builds it, from log lines and a fake docker state."""
-    from ansible_collections.lanekit.serving.plugins.module_utils import _rankstatus as rankstatus
-    from ansible_collections.lanekit.serving.plugins.module_utils._ranklog import RankLog, parse_docker_time
+    from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import RankLog, parse_docker_time
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _rankstatus as rankstatus
 
     role = role or ("head" if rank == 0 else "worker")
     log = RankLog(engine, role)

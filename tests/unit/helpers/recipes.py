@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 import os
 
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe, public
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_rules import RecipeRefusal
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._choice import Choice
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._compose import compile_recipe, public
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import load_recipe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._rules import RecipeRefusal
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TREE = os.path.join(REPO, "recipes")

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_offer import lines, offer
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._choice import Choice
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._compose import compile_recipe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import load_recipe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._offer import lines, offer
 from tests.unit.helpers.recipes import SEED
 
 SRC = load_recipe(SEED)

@@ -5,11 +5,11 @@ import itertools
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _recipe_rules as R
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_choice import Choice
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_compose import compile_recipe, public
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import load_recipe
-from ansible_collections.lanekit.serving.plugins.module_utils._recipe_rules import RecipeRefusal
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _rules as R
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._choice import Choice
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._compose import compile_recipe, public
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import load_recipe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._rules import RecipeRefusal
 from tests.unit.helpers.recipes import SEED
 
 SRC = load_recipe(SEED)

@@ -43,7 +43,7 @@ def test_vllm_leaves_the_paths_outside_its_prefixes_open_as_real_vllm_does():
 def test_a_middleware_class_answers_before_the_stand_in_as_in_vllm(monkeypatch):
     from lanekit_standin.http_api import load_middlewares, middleware_answer
 
-    from ansible_collections.lanekit.serving.plugins.module_utils import _keyguard
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _keyguard
 
     monkeypatch.setenv("VLLM_API_KEY", "sk-1")
     monkeypatch.setitem(sys.modules, "lanekit_keyguard", _keyguard)

@@ -83,7 +83,7 @@ def _router_argv(urls: list[str], port: int) -> list[str]:
 
 
 def _scan_router(text: str) -> list[str]:
-    from ansible_collections.lanekit.serving.plugins.module_utils import _signatures as sigs
+    from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
     return list(sigs.scan_text(text, "vllm", role="router"))
 
 

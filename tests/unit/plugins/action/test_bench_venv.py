@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.lanekit.serving.plugins.action import bench_venv as bv
-from ansible_collections.lanekit.serving.plugins.module_utils import _bench_host as bhost
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 from ansible_collections.lanekit.serving.plugins.modules import bench_venv as bv_doc
 from tests.unit.helpers.lane_fakes import action_module
 from tests.unit.helpers.plans import REPO

@@ -10,8 +10,8 @@ import yaml
 
 from ansible_collections.lanekit.serving.plugins.action import lane_status as ls
 from ansible_collections.lanekit.serving.plugins.modules import lane_status as doc
-from ansible_collections.lanekit.serving.plugins.plugin_utils import _lane_poll as poll
-from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _lane_poll as poll
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rendezvous import Rendezvous
 from tests.unit.helpers.lane_fakes import TWO_NODES, FakeAction, action_module, container
 from tests.unit.helpers.ranklogs import fixture_lines, lines_until
 

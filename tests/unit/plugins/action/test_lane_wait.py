@@ -8,9 +8,9 @@ import os
 import threading
 
 from ansible_collections.lanekit.serving.plugins.action import lane_wait as lw
-from ansible_collections.lanekit.serving.plugins.module_utils._boot import BootConfig
-from ansible_collections.lanekit.serving.plugins.plugin_utils import _lane_poll as poll
-from ansible_collections.lanekit.serving.plugins.plugin_utils._rendezvous import Rendezvous
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _lane_poll as poll
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rendezvous import Rendezvous
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._tracker import BootConfig
 from tests.unit.helpers.lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
 from tests.unit.helpers.ranklogs import fixture_lines, lines_until
 

@@ -106,10 +106,10 @@ def test_cluster_mode_reads_the_nodes_from_the_inventory_group_and_the_head_host
 # --- issue 23: a recipe by name from an installed collection, its image spec beside the lane ----------
 
 def test_a_recipe_name_from_the_collection_writes_the_lane_and_its_image_spec_so_the_next_plan_finds_both(tmp_path):
-    from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import load_image_spec
-    from ansible_collections.lanekit.serving.plugins.module_utils._lane import load_lane
-    from ansible_collections.lanekit.serving.plugins.module_utils._plan import find_spec_dir
-    from ansible_collections.lanekit.serving.plugins.module_utils._recipe_load import COLLECTION_ROOT
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._spec import load_image_spec
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import load_lane
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import find_spec_dir
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import COLLECTION_ROOT
 
     args = {"recipe": "mistralai/Mistral-Large-4-1T-A52B", "hardware": "gb300", "strategy": "multi_node_tp", "nodes": "2"}
     result = action.compile_and_write(args, str(tmp_path))

@@ -8,10 +8,10 @@ import stat
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI, image_pin
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._image_build import decide, decide_action
-from ansible_collections.lanekit.serving.plugins.module_utils._image_spec import (
+from ansible_collections.lanekit.serving.plugins.module_utils._image._build import decide, decide_action
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI, image_pin
+from ansible_collections.lanekit.serving.plugins.module_utils._image._spec import (
     load_image_spec,
     lock_verdict,
     resolve_image,

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI, image_pin
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI, image_pin
 from ansible_collections.lanekit.serving.plugins.modules.image_distribute import ImageDistributor
 from ansible_collections.lanekit.serving.plugins.modules.image_serve import ImageServer
 from tests.unit.helpers.docker import FakeEngine, FakeModule
@@ -336,7 +336,7 @@ def evil_tar():
 
 @pytest.mark.parametrize("speaks", ["v1", "v2"])
 def test_a_fake_server_on_the_port_is_refused_and_nothing_is_tagged(tmp_path, speaks):
-    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
         AUTH,
         MAGIC,
         json_frame,
@@ -518,7 +518,7 @@ def save_bytes_argv(path):
 
 
 def test_an_archive_hiding_another_behind_a_pax_size_never_reaches_docker_load(tmp_path):
-    from tests.unit.plugins.module_utils.test__image_stream import crafted, hidden_archive
+    from tests.unit.plugins.module_utils._image.test__stream import crafted, hidden_archive
     genuine = subprocess.run(save_argv(), capture_output=True, check=True).stdout
     evil = tmp_path / "evil.tar"
     evil.write_bytes(crafted(outer=genuine, hidden=hidden_archive()))
@@ -608,7 +608,7 @@ def test_one_address_holds_at_most_two_unproven_connections_and_a_node_is_still_
 
 
 def test_an_acknowledgement_with_a_wrong_mac_is_refused(tmp_path):
-    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
         AUTH,
         END,
         ack_mac,
@@ -644,7 +644,7 @@ ORIGIN = "o" * 64
 
 @pytest.mark.parametrize("base", [False, True])  # the whole archive, and the shortened (delta) stream
 def test_a_stream_node_checks_the_builder_s_signature_for_it(tmp_path, base):
-    from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import origin_key
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_key
     port = free_port()
     thread, outcome, _module = start_server(tmp_path, port, save_argv(), origin_secret=ORIGIN, origin_nodes=["node"])
     node = LoadingNode(tmp_path, base=base)
@@ -656,8 +656,8 @@ def test_a_stream_node_checks_the_builder_s_signature_for_it(tmp_path, base):
 def test_a_token_holder_serving_an_altered_layer_is_refused_before_docker_load(tmp_path):
     """Every node holds the stream's secret, so one of them in the path can make a stream whose
     digest matches; it cannot sign for this node, and docker load never sees the bytes."""
-    from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import origin_key, origin_map
-    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_key, origin_map
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
         DATA,
         HEADER,
         StreamMac,

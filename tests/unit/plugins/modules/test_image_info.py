@@ -2,7 +2,7 @@
 current, and a local copy named when only the tag is missing."""
 from __future__ import annotations
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.modules.image_info import ImageInfo
 from tests.unit.helpers.docker import FakeEngine, FakeModule
 

@@ -1,4 +1,4 @@
-"""The image relay (module_utils/_image_relay.py, _image_relay_node.py; image_distribute method=relay):
+"""The image relay (module_utils/_image/_relay.py, _image/_relay_node.py; image_distribute method=relay):
 the chain's links and re-route order, the builder's per-node origin signatures, the relay window, and
 a chain builder -> node-0 -> node-1 -> node-2 end to end over loopback, with a node whose docker load
 dies mid-chain and a relay that alters the bytes."""
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._image_relay import (
+from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import (
     BUILDER,
     RelayAborted,
     RelayBehind,
@@ -27,7 +27,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image_relay impor
     origin_map,
     relay_sources,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import StreamError, StreamRefused
+from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import StreamError, StreamRefused
 from tests.unit.plugins.modules.test_image_distribute import (
     HASH,
     REF,
@@ -286,7 +286,7 @@ def test_a_relay_hiding_an_archive_behind_a_pax_size_never_reaches_docker_load(t
     """The crafted archive of issue 22: a member whose PAX size hides a whole archive (manifest.json
     naming another tag, and its own end marker). docker load would tag at that end marker; the node
     hands docker nothing before the builder's signature over every byte matched."""
-    from tests.unit.plugins.module_utils.test__image_stream import crafted, hidden_archive
+    from tests.unit.plugins.module_utils._image.test__stream import crafted, hidden_archive
     genuine = subprocess.run(save_argv(blob_size=BLOB), capture_output=True, check=True).stdout
     names = ["evil", "node-1"]
     port = free_port()
@@ -310,7 +310,7 @@ def test_a_relay_hiding_an_archive_behind_a_pax_size_never_reaches_docker_load(t
 
 
 def test_a_relay_that_corrupts_then_drops_makes_its_successor_start_over_not_fail(tmp_path):
-    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
         DATA,
         HEADER,
         StreamMac,
@@ -353,7 +353,7 @@ def test_a_relay_that_corrupts_then_drops_makes_its_successor_start_over_not_fai
 
 def fetch_from(port, name, token="s3cret", ack_mac_wrong=False):
     """A client of a relay listener: handshake as ``name``, read to the end, acknowledge."""
-    from ansible_collections.lanekit.serving.plugins.module_utils._image_stream import (
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
         AUTH,
         END,
         ERROR,

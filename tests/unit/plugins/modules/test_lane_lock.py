@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.action import lane_lock as action
-from ansible_collections.lanekit.serving.plugins.module_utils import _lane_lock as ll
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import _lock as ll
 from ansible_collections.lanekit.serving.plugins.modules import lane_lock as module
 from tests.unit.helpers.lane_fakes import action_module
 from tests.unit.helpers.modules import assert_documentation_matches_argument_spec, run_module

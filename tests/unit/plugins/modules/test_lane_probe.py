@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils import _lane_probe as verdicts
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import _lane_probe as verdicts
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
     Secrets,
     env_digest,

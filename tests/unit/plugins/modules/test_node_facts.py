@@ -140,7 +140,7 @@ class NodeModule(SmiModule):
 
 
 def test_the_node_is_compared_with_the_lanes_hardware_when_given(monkeypatch):
-    from ansible_collections.lanekit.serving.plugins.module_utils._hardware import PROFILES
+    from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware import PROFILES
     monkeypatch.setattr(node_facts.platform, "machine", lambda: "x86_64")
     cpu = {k: PROFILES["cpu_x86"].get(k) for k in ("display_name", "gpu_name", "compute_capability", "gfx_arch")}
     result = node_facts.facts(NodeModule({"hardware": cpu, "arch": "amd64"}))

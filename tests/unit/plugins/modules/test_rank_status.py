@@ -10,8 +10,8 @@ import stat
 
 import pytest
 
-from ansible_collections.lanekit.serving.plugins.module_utils._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.modules import rank_status as rs
 
 

@@ -1,0 +1,1 @@
+"""Model weights: staging, manifests, the stat-only check and the page cache."""

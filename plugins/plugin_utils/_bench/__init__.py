@@ -1,0 +1,1 @@
+"""The bench: settings, the corpus, runs on a host, reports, gates and charts."""

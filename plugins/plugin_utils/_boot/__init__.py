@@ -1,0 +1,1 @@
+"""Ranks at run time: their logs, failure signatures, probes, the lane's progress and verdict."""
