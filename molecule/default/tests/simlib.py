@@ -84,6 +84,16 @@ def docker(node: str, *argv: str, check: bool = True) -> subprocess.CompletedPro
     return subprocess.run(["docker", "exec", node, "docker", *argv], capture_output=True, text=True, check=check)
 
 
+def forget_killed_payload(container: str, module: str) -> None:
+    """Remove what a module killed with SIGKILL leaves: Ansible's AnsiballZ payload directory in the
+    node's /tmp (removed in a finally that a killed process never runs). A node that really died
+    restarts with an empty /tmp; the tests that kill a module on purpose call this so that scenario
+    11's "nothing left in a shared temp dir", which is about what lanekit leaves, is not answered by
+    the test's own kill."""
+    subprocess.run(["docker", "exec", container, "sh", "-c", f"rm -rf /tmp/ansible_lanekit.serving.{module}_payload_*"],
+                   check=True)
+
+
 def rank_containers(node: str, lane: str | None = None) -> list[dict]:
     proc = docker(node, "ps", "-a", "--filter", f"label=io.lanekit.lane={lane or LANE}", "--format", "{{json .}}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 import yaml
-from simlib import HOSTS, ROOT, assert_no_traceback, docker, flat, node_of, run_playbook
+from simlib import HOSTS, ROOT, assert_no_traceback, docker, flat, forget_killed_payload, node_of, run_playbook
 
 BUILDER = HOSTS[0]
 KILLED = "spark-04"
@@ -142,12 +142,7 @@ def test_a_node_killed_mid_chain_is_reported_and_the_rest_complete(relay_spec, c
         if run.poll() is None:
             run.kill()
     assert killed, f"the receiver on {KILLED} ended before it could be killed"
-    # SIGKILL leaves the killed module's AnsiballZ payload directory in the node's /tmp (Ansible
-    # removes it in a finally that never runs); a node that really died restarts with an empty
-    # /tmp. Removed here so that scenario 11's "nothing left in a shared temp dir", which is about
-    # what lanekit leaves, is not answered by this test's kill.
-    subprocess.run(["docker", "exec", node_of(KILLED), "sh", "-c",
-                    "rm -rf /tmp/ansible_lanekit.serving.image_distribute_payload_*"], check=True)
+    forget_killed_payload(node_of(KILLED), "image_distribute")
     (log,) = set(glob.glob(logs)) - before
     with open(log, encoding="utf-8") as handle:
         output = handle.read()

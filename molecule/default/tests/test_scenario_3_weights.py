@@ -19,8 +19,8 @@ import sys
 import time
 
 import pytest
-from simlib import (ROOT, STAGING_NODE, assert_no_traceback, changed_hosts, flat, lane_containers, node_of, plan,
-                    run_playbook)
+from simlib import (ROOT, STAGING_NODE, assert_no_traceback, changed_hosts, flat, forget_killed_payload, lane_containers,
+                    node_of, plan, run_playbook)
 
 NFS_HOST = os.path.join(ROOT, ".sim", "nfs")
 NFS_NODE = "/mnt/nfs/models"
@@ -125,6 +125,7 @@ def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint, monkeypatc
     finally:
         # Always, also when the run has exited: its detached workers may not have.
         kill_run(run, mark)
+        forget_killed_payload(STAGING_NODE, "weights_stage")
     assert not os.path.exists(os.path.join(dest_host, "MANIFEST.json")), "a killed staging must not publish a manifest"
     finished_before = len(shards(dest_host))
     assert 0 < finished_before < 8
