@@ -18,6 +18,7 @@ echo "test: sim-up runs in the background (log: $log)"
 
 checks=0
 make unit syntax lint sanity build || checks=$?
+echo "test: the checks took $SECONDS s"
 
 start=$SECONDS
 if ! wait "$sim_pid"; then
