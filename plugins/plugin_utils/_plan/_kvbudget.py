@@ -86,7 +86,7 @@ def assess(fraction: float, max_model_len: int, kv_bytes_per_token: int, device_
         "possible": smallest <= most,
         "admission_free_gib": admission_free_gib,
         "ceiling_fraction": None if ceiling is None else round(ceiling, 4),
-        "admitted": True if ceiling is None else claim <= admission_free_gib,
+        "admitted": True if ceiling is None or admission_free_gib is None else claim <= admission_free_gib,
     }
 
 
