@@ -8,8 +8,7 @@ table's (``_table.SCHEMA``); this file adds what validation fills in: the defaul
 lane came from, its layers, and the engine record (``_engine``), which every reader uses instead
 of looking the engine up by name again.
 """
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: TypedDict reads NotRequired[...] from evaluated annotations.
 from typing import Any, NotRequired, TypedDict
 
 from ansible_collections.lanekit.serving.plugins.module_utils._lane._engines import Engine

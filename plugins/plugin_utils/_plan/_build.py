@@ -28,8 +28,10 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._docker impo
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._inventory import order_hosts
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._lint import TROUBLESHOOTING_PREFIX
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._model import (
+    PLAN_VERSION,
     ApiSpec,
     HardwareSummary,
+    ImagePin,
     ImageSpec,
     Plan,
     PoolSpec,
@@ -165,6 +167,9 @@ def _rank_spec(inputs: PlanInputs, rank: int, record: dict[str, Any], model_path
         "host": host["name"],
         "node_rank": rank,
         "role": record["role"],
+        "pool": record.get("pool") or "lane",
+        "pool_rank": record["pool_rank"],
+        "serves_api": record["role"] in _engines.API_ROLES,
         "container_name": f"{CONTAINER_PREFIX}{lane['lane']}-r{rank}",
         "image": image["ref"],
         "entrypoint": own_entry[:1],
@@ -183,20 +188,13 @@ def _rank_spec(inputs: PlanInputs, rank: int, record: dict[str, Any], model_path
         "extra_docker_args": list(record["lane"]["serve"].get("docker_args") or []),
         "fabric_ip": host.get("fabric_ip"),
         # A P/D pool's ranks belong to their pool's API; every other rank to the lane's.
-        "api_port": lane["serve"]["port"],
+        "api_port": record["health_port"] if record.get("pool") in _plan_layout.POOLS else lane["serve"]["port"],
         # Which ranks answer HTTP: the head; workers where the engine runs a health server on them
         # (SGLang; not vLLM's headless ranks); every data-parallel engine that is not headless.
         "health_port": record["health_port"],
     }
-    if _plan_layout.layout_of(lane) != "tp":
-        # Published for the new layouts only, so the plans of tensor-parallel lanes do not move.
-        spec["pool"] = record.get("pool") or "lane"
-        spec["pool_rank"] = record["pool_rank"]
-        spec["api_port"] = record["health_port"] if record.get("pool") in _plan_layout.POOLS else lane["serve"]["port"]
-        spec["serves_api"] = record["role"] in _engines.API_ROLES
-    hashed = {key: spec[key] for key in HASHED_KEYS if key not in ("group_add", "security_opt")}
-    # Hashed only when set, so the hashes of plans without them do not move.
-    hashed.update({k: spec[k] for k in ("group_add", "security_opt") if spec[k]})
+    hashed = {key: spec[key] for key in HASHED_KEYS}
+    hashed["plan_version"] = PLAN_VERSION
     if secret_record:
         secret_spec(spec, hashed, inputs.engine, cast("dict[str, Any]", secret_record))
     spec["spec_hash"] = _hash(hashed)
@@ -229,20 +227,20 @@ def _api_address(lane: Lane, head_ip: str) -> str:
 
 def _image(image: dict[str, Any], locked: dict[str, Any] | None) -> ImageSpec:
     out = {key: image[key] for key in _IMAGE_KEYS}
+    pin: ImagePin = {"ref": image["ref"], "content_hash": image["content_hash"],
+                     "rootfs": str((locked or {}).get("rootfs") or ""), "config": str((locked or {}).get("config") or "")}
+    out["pin"] = pin
     return cast(ImageSpec, out)
 
 
 def _hardware(profile: dict[str, Any]) -> HardwareSummary:
-    out = {key: profile.get(key) for key in _PROFILE_KEYS if key not in ("memory_model", "arch")}
-    # Published only when the profile states it, so the plans of the GPU profiles do not change.
-    out.update({k: profile[k] for k in ("memory_model", "arch") if profile.get(k)})
-    return cast(HardwareSummary, out)
+    return cast(HardwareSummary, {key: profile.get(key) for key in _PROFILE_KEYS})
 
 
 def _pools(lane: Lane, ranks: list[RankSpec]) -> dict[str, PoolSpec]:
     pd = lane.get("pd") or {}
     pools: dict[str, PoolSpec] = {
-        role: {"ranks": [r["node_rank"] for r in ranks if r.get("pool") == role],
+        role: {"ranks": [r["node_rank"] for r in ranks if r["pool"] == role],
                "port": pd[role]["port"], "parallelism": pd[role]["parallelism"]}
         for role in _plan_layout.POOLS}
     pools["router"] = {"ranks": [r["node_rank"] for r in ranks if r["role"] == "router"], "port": lane["serve"]["port"]}
@@ -276,16 +274,19 @@ def build_plan(inputs: PlanInputs) -> Plan:
     hosts_index: dict[str, list[int]] = {}
     for spec in ranks:
         hosts_index.setdefault(spec["host"], []).append(spec["node_rank"])
-    api_rank = next(r for r in ranks if r["role"] in _engines.API_ROLES)
+    api_rank = next(r for r in ranks if r["serves_api"])
     address = _api_address(lane, api_rank["fabric_ip"] or "")
     start_order, stop_order = _plan_layout.orders(layout, [r["role"] for r in ranks], engine)
     api: ApiSpec = {
         "host": api_rank["host"],
         "address": address,
         "port": lane["serve"]["port"],
+        "url": api_url(address, lane["serve"]["port"]),
         "served_model_name": lane["model"]["served_name"],
+        "key_required": bool(secret_record and secret_record["api_key"]),
     }
     plan: Plan = {
+        "plan_version": PLAN_VERSION,
         "lane": lane["lane"],
         "engine": lane["engine"],
         "plan_hash": plan_hash,
@@ -306,6 +307,7 @@ def build_plan(inputs: PlanInputs) -> Plan:
         "api": api,
         "boot": dict(lane["boot"]),
         "cache": dict(lane.get("cache") or {}),
+        "bench": dict(lane.get("bench") or {}),
         # A P/D lane's pools each meet at their own port (pd.<pool>.rendezvous_port).
         "rendezvous_port": lane["serve"]["rendezvous_port"] if len(ordered) > 1 and layout != "pd" else None,
         "barrier_timeout_s": timeout_value(lane, "barrier"),
@@ -320,11 +322,6 @@ def build_plan(inputs: PlanInputs) -> Plan:
         "lint": {"warnings": inputs.lint.get("warnings", []), "skipped": inputs.lint.get("skipped", [])},
         "layers": list(lane["_layers"]),
     }
-    if lane.get("bench"):
-        # Only when it has some, so plans of lanes without a bench: section do not change.
-        plan["bench"] = dict(lane.get("bench") or {})
-    if secret_record:
-        plan["api"]["key_required"] = secret_record["api_key"]
     if layout == "pd":
         plan["pools"] = _pools(lane, ranks)
     if secret_record:

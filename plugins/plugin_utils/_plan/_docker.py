@@ -87,7 +87,8 @@ def container_options(spec: dict[str, Any]) -> dict[str, Any]:
     }
     if spec["shm_size"]:
         options["shm_size"] = spec["shm_size"]
-    # AMD ranks join the video group (ROCm's device permissions); set only when used, so NVIDIA plans are unchanged.
+    # AMD ranks join the video group (ROCm's device permissions). Options a rank does not use are left out,
+    # so docker_container keeps docker's defaults for them.
     if spec.get("group_add"):
         options["groups"] = [str(g) for g in spec["group_add"]]
     if spec.get("security_opt"):

@@ -12,14 +12,14 @@ table from these classes. ``_build.build_plan`` is the one function that fills t
 so a new version moves every ``spec_hash`` and ``plan_hash`` once, on purpose, and nothing else
 does without a rank's settings changing. Bump it with any change to what is hashed.
 """
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: TypedDict reads NotRequired[...] from evaluated
+# annotations only (Python 3.11), and the required/optional split is part of the interface.
 from typing import Annotated, Any, NotRequired, TypedDict
 
 # 1: the unversioned plans up to the domain layout. 2: plan_version published and hashed, every
 # rank's pool keys and group_add/security_opt hashed on every layout, api.url, image.pin, and
 # bench/hardware_profile keys published on every lane.
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 
 
 class Mount(TypedDict):

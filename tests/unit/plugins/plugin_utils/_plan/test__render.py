@@ -58,7 +58,8 @@ def test_vllm_multinode_mechanics():
     spec_config = worker["command"][worker["command"].index("--speculative-config") + 1]
     assert json.loads(spec_config) == {"method": "dspark", "num_speculative_tokens": 3}
     assert result["api"] == {"host": "spark-01", "address": "10.100.0.11", "port": 8000,
-                             "served_model_name": "mistral-large-4"}
+                             "url": "http://10.100.0.11:8000", "served_model_name": "mistral-large-4",
+                             "key_required": False}
 
 
 def test_sglang_multinode_mechanics():
@@ -247,9 +248,9 @@ def test_lanes_and_images_are_found_argument_variable_working_directory_collecti
 
 
 # -- golden plans: the whole plan of both seed lanes on inventories/spark8, and each rank's `docker run` line.
-# The goldens were written from the code before the engine table and the published plan keys, so
-# any change of a rank's argv, env, labels, container options or hashes shows up here. Regenerate
-# with LANEKIT_UPDATE_GOLDEN=1 only for a change that is meant (and review the diff).
+# Any change of a rank's argv, env, labels, container options or hashes shows up here. The hashes
+# move only with a plan_version bump (test__build.py holds the goldens to PLAN_VERSION): regenerate
+# with LANEKIT_UPDATE_GOLDEN=1 only for a change that is meant, in the commit that bumps it.
 def _normalised(obj):
     """The plan with checkout paths replaced by placeholders, so the golden holds on any machine."""
     text = json.dumps(obj, indent=1, sort_keys=True)
