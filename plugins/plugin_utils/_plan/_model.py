@@ -127,7 +127,7 @@ class HardwareSummary(TypedDict):
     gpu_name: Annotated[str | None, "the GPU a node must show (null on CPU nodes)"]
     compute_capability: Annotated[str | None, "the NVIDIA compute capability a node must show"]
     device_memory_gib: Annotated[float | None, "device memory per GPU"]
-    admission_free_gib: Annotated[float | None, "the most a rank may claim of it"]
+    admission_free_gib: Annotated[float | None, "the most device memory a rank may claim (the admission ceiling)"]
     unified_memory: Annotated[bool, "whether GPU and CPU share memory (the page-cache budget)"]
     vendor: Annotated[str | None, "nvidia or amd"]
     gfx_arch: Annotated[str | None, "the AMD gfx target a node must show"]
