@@ -3,6 +3,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Lane values checked against the engine record: the checks beyond the schema's types.
 
+One job: the checks that need the engine record (``lane["_engine"]``) or know the plan's own settings.
+
 Plan-owned flags in any spelling or position, the numbers the collection computes with (memory
 fraction, maximum length, batch limits, timeouts), variables the plan sets itself, ports that must
 not collide and a weights directory that stays under the weights root. ``_lane.validate`` calls

@@ -3,6 +3,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """KV-cache budget per rank, before anything boots.
 
+One job: the budget's arithmetic (lint's kv-budget rules and the plan's ``memory`` read it).
+
 The engine claims ``fraction x device memory``; weights and graph capture come out of that
 claim, the rest is KV cache. If one request of the lane's maximum length does not fit, vLLM
 refuses after the whole weight load (the bring-up lost ~21 minutes this way). On

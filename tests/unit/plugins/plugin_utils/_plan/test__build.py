@@ -1,5 +1,5 @@
-"""The plan builder (plugin_utils/_plan/_build.py): the whole plan in one place, its version, the keys
-later phases read (api.url, image.pin), and the engine record carried on the lane."""
+"""The plan builder (plugin_utils/_plan/_build.py): the whole plan in one place, its version, and the
+keys later phases read (api.url, image.pin)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,6 @@ import pytest
 import yaml
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines
-from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._flags import budget_env, effective_env
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._load import load_lane
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _build
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._build import PlanInputs, api_url, build_plan
@@ -138,23 +136,3 @@ def test_the_pin_carries_the_locked_digests_for_the_nodes_architecture(tmp_path)
 def test_a_lock_that_is_not_a_lock_is_one_sentence_naming_the_file(tmp_path):
     with pytest.raises(LanekitError, match=r"image\.lock\.yml is not an image lock"):
         _plan(images_dir=_images_with_lock(tmp_path, {"arches": ["arm64"]}))
-
-
-# -- the engine record rides on the lane ------------------------------------------------------------------------
-
-def test_the_loaded_lane_carries_its_engine_record():
-    assert load_lane(LANES, VLLM)["_engine"] is _engines.VLLM
-    assert load_lane(LANES, SGLANG)["_engine"] is _engines.SGLANG
-
-
-def test_readers_use_the_record_on_the_lane_not_the_engine_name():
-    lane = load_lane(LANES, VLLM)
-    swapped = dict(lane, _engine=_engines.SGLANG)  # the name still says vllm
-    assert budget_env(swapped) == {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": lane["boot"]["budget_s"]}
-    assert effective_env(swapped)["SGLANG_UNBALANCED_LOAD_TIMEOUT_S"] == lane["boot"]["budget_s"]
-
-
-def test_a_deep_copied_lane_shares_the_record():
-    import copy
-    lane = load_lane(LANES, VLLM)
-    assert copy.deepcopy(lane)["_engine"] is lane["_engine"]
