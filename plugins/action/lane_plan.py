@@ -12,8 +12,9 @@ The old shared name ``lane_overrides`` is refused wherever it is set.
 from __future__ import annotations
 
 import os
+from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # the controller's PyYAML; the venv has no types-PyYAML
 from ansible import context
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.parsing.splitter import parse_kv
@@ -21,7 +22,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import (
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._layers import (
     CLI_LAYER,
     CLI_SOURCE,
     GROUP_LAYER,
@@ -32,13 +33,11 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema impo
     parse_overrides,
 )
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _lint
-from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import (
-    find_spec_dir,
-    plan_lane,
-    reports_root,
-    table,
-    write_plan_file,
-)
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._model import Plan
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import find_spec_dir, reports_root
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._planfile import write_plan_file
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._table import table
 
 display = Display()
 
@@ -63,7 +62,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         task_vars = task_vars or {}
@@ -89,12 +88,14 @@ class ActionModule(ActionBase):
                 f"{'s' if len(lines) > 1 else ''}; skip a rule on purpose with -e lint_skip=ID):\n" + "\n".join(lines)
             )
             return result
+        if plan is None:  # plan_lane returns None only with errors, answered above
+            raise AnsibleActionFail(f"lane {args['lane']}: no plan was made and no lint rule said why.")
         result["plan"] = plan
         result["table"] = table(plan)
         result["lint"] = findings
         result["changed"] = False
         plan_file = args.get("plan_file")
-        if not plan_file and args["write_plan"] and plan.get("reports_dir"):
+        if not plan_file and args["write_plan"] and plan["reports_dir"]:
             plan_file = os.path.join(plan["reports_dir"], "plan.json")
         # The preflight role runs this task with check_mode: false (a --check run still needs the plan),
         # so the command line's --check is asked too: a check run writes no plan file.
@@ -108,7 +109,7 @@ class ActionModule(ActionBase):
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _plan(self, args, task_vars):
+    def _plan(self, args: dict[str, Any], task_vars: dict[str, Any]) -> tuple[Plan | None, dict[str, Any]]:
         group = args["nodes_group"]
         host_names = list(task_vars.get("groups", {}).get(group) or [])
         if not host_names:
@@ -140,11 +141,11 @@ class ActionModule(ActionBase):
             reports_root=reports_root(self._var(task_vars, "lanekit_reports_dir"), task_vars.get("playbook_dir"), cwd),
         )
 
-    def _var(self, task_vars, name):
+    def _var(self, task_vars: dict[str, Any], name: str) -> Any:
         value = task_vars.get(name)
         return self._templar.template(value) if value not in (None, "") else None
 
-    def _cli_overrides(self, cli_texts, task_vars):
+    def _cli_overrides(self, cli_texts: list[str], task_vars: dict[str, Any]) -> dict[str, Any] | None:
         """The command-line layer ``lane_cli_overrides`` (None when not given).
 
         ``-e lane_cli_overrides='{"serve": ...}'`` is key=value syntax, which Ansible splits at every
@@ -158,9 +159,9 @@ class ActionModule(ActionBase):
             return None
         return parse_overrides(self._templar.template(task_vars[CLI_LAYER]), CLI_SOURCE, CLI_LAYER)
 
-    def _inventory_layers(self, host, host_vars):
+    def _inventory_layers(self, host: str, host_vars: dict[str, Any]) -> list[tuple[str, dict]]:
         """The group and host layers of one host (the command line cannot set them, see above)."""
-        def value(name):
+        def value(name: str) -> Any:
             raw = host_vars.get(name)
             return None if raw is None else self._templar.template(raw)
         return inventory_layers(host, value(GROUP_LAYER), value(HOST_LAYER), value(OLD_LAYER))

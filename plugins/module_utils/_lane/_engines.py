@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
@@ -123,6 +124,11 @@ class Engine:
     # Only flags known to be absent from every other engine's parser belong here.
     distinct_args: Mapping[str, str] = field(default_factory=dict)
 
+    def __deepcopy__(self, memo: dict) -> Engine:
+        # A record is immutable data that every lane of one engine shares: a deep copy of a lane
+        # (a P/D pool's view, _plan/_layout.pool_lane) keeps pointing at the same record.
+        return self
+
     def may_differ_per_rank(self, kind: str, name: str) -> bool:
         """Whether ``serve.<kind>.<name>`` (kind ``args`` or ``env``) may differ between the ranks of a group."""
         if kind == "args":
@@ -141,7 +147,8 @@ class Engine:
 
     def budget_defaults(self, budget_s: float) -> tuple[dict, dict]:
         """(env, flags) the boot budget fills when the lane leaves them unset."""
-        env, flags = {}, {}
+        env: dict[str, float] = {}
+        flags: dict[str, float] = {}
         for timeout in self.timeouts:
             if timeout.budget:
                 (env if timeout.carrier == "env" else flags)[timeout.key] = budget_s
@@ -407,7 +414,8 @@ ROLES: Mapping[str, ProcessRole] = {"router": VLLM_ROUTER}
 def layout_owned(engine: Engine, layout: str) -> Mapping[str, str]:
     """The flags the plan renders for a lane of ``layout``: the engine's own, plus the data-parallel ones for dp."""
     if layout in ("dp", "pd"):
-        return {**engine.plan_owned, **dict(engine.extra.get("dp_owned") or {})}
+        dp_owned = cast("Mapping[str, str]", engine.extra.get("dp_owned") or {})
+        return {**engine.plan_owned, **dp_owned}
     return engine.plan_owned
 
 
@@ -450,9 +458,9 @@ def get(name: str | None) -> Engine:
 
 def milestones(name: str | None, role: str | None = None) -> tuple[Milestone, ...]:
     """The milestones to read a log with: the engine's own and the common ones (all when unknown)."""
-    if role in ROLES:
+    if role is not None and role in ROLES:
         return ROLES[role].milestones
-    if name in ENGINES:
+    if name is not None and name in ENGINES:
         return ENGINES[name].milestones + COMMON_MILESTONES
     return tuple(m for e in ENGINES.values() for m in e.milestones) + COMMON_MILESTONES
 

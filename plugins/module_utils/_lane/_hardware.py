@@ -3,6 +3,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Hardware profiles a lane can target: the facts the plan and the lint rules read, per GPU kind.
 
+One job: the hardware table, and whether a node matches a profile.
+
 Figures are those the engines see, not marketing numbers. For the GB10 (DGX Spark) they are
 derived from the bring-up report's live boot: at ``--gpu-memory-utilization 0.85`` vLLM left
 23.63 GiB of KV after 73.8 GiB of weights and 5.0 GiB of graph profiling, so the device memory

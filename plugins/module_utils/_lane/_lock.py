@@ -3,6 +3,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """One operator per lane: the owner record, the lock file on the head and the verdict on a held lock.
 
+One job: the lane lock.
+
 The lock is one JSON file per lane, ``<lock_dir>/<lane>.lock``, on the lane's head node. It is
 created atomically (the record is written to a private temporary file first and then hard-linked
 under the lock name, which fails when the name exists), so a reader never sees a half-written

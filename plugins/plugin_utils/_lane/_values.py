@@ -3,6 +3,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """Lane values checked against the engine record: the checks beyond the schema's types.
 
+One job: the checks that need the engine record (``lane["_engine"]``) or know the plan's own settings.
+
 Plan-owned flags in any spelling or position, the numbers the collection computes with (memory
 fraction, maximum length, batch limits, timeouts), variables the plan sets itself, ports that must
 not collide and a weights directory that stays under the weights root. ``_lane.validate`` calls
@@ -14,10 +16,16 @@ import ipaddress
 import math
 import posixpath
 import re
+from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._layers import Layers
+
+# ``_validate._fail``: (layers, key path, what was found, what is expected[, fix]) -> the sentence.
+Fail = Callable[..., LanekitError]
 
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # Environment variables the plan sets on every rank itself (from the engine record and the
@@ -34,7 +42,7 @@ PLAN_ENV = {
 COUNT_FLAGS = ("--max-num-seqs", "--max-num-batched-tokens", "--max-running-requests", "--max-total-tokens")
 
 
-def json_problem(value, depth: int = 0) -> str | None:
+def json_problem(value: Any, depth: int = 0) -> str | None:
     """Why ``value`` cannot be rendered as an argument (JSON for mappings), or None."""
     if depth > 32:
         return "nested too deeply"
@@ -60,7 +68,7 @@ def _norm_flag(flag: str) -> str:
     return flag.strip().split("=", 1)[0].replace("_", "-")
 
 
-def plan_owned_flag(engine: _engines.Engine, flag) -> str | None:
+def plan_owned_flag(engine: _engines.Engine, flag: object) -> str | None:
     """The plan-owned flag that ``flag`` spells (underscores or dashes, with or without '=value'), or None."""
     if not isinstance(flag, str) or not flag.strip().startswith("-"):
         return None
@@ -77,7 +85,7 @@ def plan_owned_flag(engine: _engines.Engine, flag) -> str | None:
     return None
 
 
-def _number(value, integer: bool):
+def _number(value: Any, integer: bool) -> int | float | None:
     """``value`` as a finite number, or None: booleans, NaN, infinity and text such as 'high' or '0,89' are not."""
     if isinstance(value, bool) or value is None:
         return None
@@ -95,12 +103,12 @@ def _number(value, integer: bool):
     return None
 
 
-def flag_number(value, integer: bool = False):
+def flag_number(value: Any, integer: bool = False) -> int | float | None:
     """The number an engine flag or variable the collection reasons about holds (None when unset or not a number)."""
     return _number(value, integer)
 
 
-def _numeric_rules(engine: _engines.Engine) -> dict:
+def _numeric_rules(engine: _engines.Engine) -> dict[str, tuple[bool, Any, Any, str]]:
     """{flag or variable: (integer, minimum, maximum, what)} for the values the collection computes with."""
     rules = {
         engine.memory_fraction_flag: (False, 0.0, 1.0, "a number above 0 and at most 1 (a fraction of device memory)"),
@@ -113,7 +121,7 @@ def _numeric_rules(engine: _engines.Engine) -> dict:
     return rules
 
 
-def _check_number(layers, fail, path: tuple, value, rule) -> None:
+def _check_number(layers: Layers, fail: Fail, path: tuple, value: Any, rule: tuple[bool, Any, Any, str]) -> None:
     integer, low, high, what = rule
     number = _number(value, integer)
     bad = number is None or (number <= low if isinstance(low, float) else number < low)
@@ -125,16 +133,16 @@ def _check_number(layers, fail, path: tuple, value, rule) -> None:
                    "write it as a plain number.")
 
 
-def _check_text(layers, fail, path: tuple, value) -> None:
+def _check_text(layers: Layers, fail: Fail, path: tuple, value: Any) -> None:
     if isinstance(value, str) and CONTROL_RE.search(value):
         raise fail(layers, path, f"{value!r}, which holds a control character (a newline or tab)",
                    "a single-line value")
 
 
-def check_engine_settings(layers, lane: dict, fail) -> None:
+def check_engine_settings(layers: Layers, lane: dict[str, Any], fail: Fail) -> None:
     """Checks that need the engine record: plan-owned flags in any spelling or position, numbers the
     collection reasons about, variables the plan sets, ports that must not collide."""
-    engine = _engines.get(lane["engine"])
+    engine: _engines.Engine = lane["_engine"]
     serve = lane["serve"]
     numeric = _numeric_rules(engine)
     ports = {"serve.port": serve["port"], "serve.rendezvous_port": serve["rendezvous_port"]}
@@ -173,7 +181,7 @@ def check_engine_settings(layers, lane: dict, fail) -> None:
             raise fail(layers, path, describe(value), "a finite number")
         if _norm_flag(flag).endswith("-port"):
             _check_number(layers, fail, path, value, (True, 1, 65535, "a port number from 1 to 65535"))
-            ports[f"serve.args.{flag}"] = int(_number(value, True))
+            ports[f"serve.args.{flag}"] = int(_number(value, True) or 0)  # checked just above
     for index, word in enumerate(serve.get("entrypoint") or []):
         if not word.strip() or CONTROL_RE.search(word):
             raise fail(layers, ("serve", "entrypoint"), f"a list whose item {index} is {word!r}",
@@ -181,8 +189,7 @@ def check_engine_settings(layers, lane: dict, fail) -> None:
     seen: dict = {}
     for key, port in ports.items():
         if port in seen:
-            path = tuple(key.split(".", 2))
-            raise fail(layers, path, f"{port}, the same port as {seen[port]}", "a different port",
+            raise fail(layers, tuple(key.split(".", 2)), f"{port}, the same port as {seen[port]}", "a different port",
                        "Every port a rank opens on its host must be distinct, or the second listener fails to bind.")
         seen[port] = key
     plan_env = dict(PLAN_ENV, **{engine.host_ip_env: "the inventory's fabric_ip"})
@@ -199,7 +206,7 @@ def check_engine_settings(layers, lane: dict, fail) -> None:
             _check_number(layers, fail, path, value, numeric[key])
 
 
-def check_model_dir(layers, model: dict, fail) -> None:
+def check_model_dir(layers: Layers, model: dict[str, Any], fail: Fail) -> None:
     """The weights path stays under the weights root: a relative, normalised path without '..'."""
     key = "dir" if model.get("dir") else "id"
     raw = model.get("dir") or model["id"]
@@ -211,7 +218,7 @@ def check_model_dir(layers, model: dict, fail) -> None:
     model["dir"] = norm
 
 
-def check_api(layers, lane: dict, fail) -> None:
+def check_api(layers: Layers, lane: dict[str, Any], fail: Fail) -> None:
     """``api.bind`` is an IP address the API server can bind (0.0.0.0 and :: included)."""
     bind = (lane.get("api") or {}).get("bind")
     if bind is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from typing import Any
 
 # Left open: the load balancer's and the readiness probes' health check, and Prometheus.
 OPEN_PATHS = ("/health", "/metrics")
@@ -53,12 +54,12 @@ class KeyGuard:
     lane.
     """
 
-    def __init__(self, app, key_env: str = KEY_ENV) -> None:
+    def __init__(self, app: Any, key_env: str = KEY_ENV) -> None:
         self.app = app
         key = os.environ.get(key_env, "")
         self.wanted = hashlib.sha256(key.encode("utf-8")).digest() if key else b""
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
         if scope.get("type") not in ("http", "websocket") or scope.get("method") == "OPTIONS":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")

@@ -3,6 +3,8 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """KV-cache budget per rank, before anything boots.
 
+One job: the budget's arithmetic (lint's kv-budget rules and the plan's ``memory`` read it).
+
 The engine claims ``fraction x device memory``; weights and graph capture come out of that
 claim, the rest is KV cache. If one request of the lane's maximum length does not fit, vLLM
 refuses after the whole weight load (the bring-up lost ~21 minutes this way). On
@@ -86,7 +88,7 @@ def assess(fraction: float, max_model_len: int, kv_bytes_per_token: int, device_
         "possible": smallest <= most,
         "admission_free_gib": admission_free_gib,
         "ceiling_fraction": None if ceiling is None else round(ceiling, 4),
-        "admitted": True if ceiling is None else claim <= admission_free_gib,
+        "admitted": True if ceiling is None or admission_free_gib is None else claim <= admission_free_gib,
     }
 
 

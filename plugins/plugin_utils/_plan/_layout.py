@@ -20,19 +20,21 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines
-from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import effective_args, render_args
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._flags import effective_args, render_args
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._model import Lane
 
 POOLS = ("prefill", "decode")
 
 
-def layout_of(lane: dict) -> str:
+def layout_of(lane: Lane) -> str:
     return lane["topology"].get("layout") or "tp"
 
 
-def bind_address(lane: dict, rank: int) -> str:
+def bind_address(lane: Lane, rank: int) -> str:
     """The address a rank's HTTP server binds: the lane's api.bind (default 0.0.0.0) on the head.
 
     A worker's health server (SGLang) keeps a wildcard or loopback bind as it is; a specific
@@ -45,9 +47,9 @@ def bind_address(lane: dict, rank: int) -> str:
     return "127.0.0.1"
 
 
-def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: str, **extra) -> list[str]:
+def _engine_argv(lane: Lane, model_path: str, rank: int, nnodes: int, head_ip: str, **extra: Any) -> list[str]:
     serve, topo = lane["serve"], lane["topology"]
-    return _engines.get(lane["engine"]).argv(_engines.RankArgs(
+    return lane["_engine"].argv(_engines.RankArgs(
         model_path=model_path,
         served_name=lane["model"]["served_name"],
         port=serve["port"],
@@ -65,11 +67,11 @@ def _engine_argv(lane: dict, model_path: str, rank: int, nnodes: int, head_ip: s
     ))
 
 
-def _headless(lane: dict) -> bool:
+def _headless(lane: Lane) -> bool:
     return effective_args(lane).get("--headless") not in (None, False)
 
 
-def _dp_extra(lane: dict, rank: int) -> dict:
+def _dp_extra(lane: Lane, rank: int) -> dict[str, Any]:
     topo = lane["topology"]
     local = topo.get("data_parallel_local") or topo["gpus_per_node"]
     step = topo.get("data_parallel_rank_step") or local
@@ -77,9 +79,9 @@ def _dp_extra(lane: dict, rank: int) -> dict:
             "serves_http": rank > 0 and not _headless(lane)}
 
 
-def _group(lane: dict, hosts: list[dict], model_path: str, roles: tuple[str, str]) -> list[dict]:
+def _group(lane: Lane, hosts: list[dict[str, Any]], model_path: str, roles: tuple[str, str]) -> list[dict[str, Any]]:
     """The ranks of one group (the whole lane, or one P/D pool) over ``hosts``, its head first."""
-    engine = _engines.get(lane["engine"])
+    engine = lane["_engine"]
     head_ip = hosts[0].get("fabric_ip") or ""
     dp = layout_of(lane) == "dp"
     out = []
@@ -92,9 +94,9 @@ def _group(lane: dict, hosts: list[dict], model_path: str, roles: tuple[str, str
     return out
 
 
-def pool_lane(lane: dict, role: str) -> dict:
+def pool_lane(lane: Lane, role: str) -> Lane:
     """The lane as one P/D pool sees it: the pool's flags and env over the lane's, its port and parallel sizes."""
-    pool = lane["pd"][role]
+    pool = (lane.get("pd") or {})[role]
     out = copy.deepcopy(lane)
     out["serve"]["args"] = dict(lane["serve"]["args"], **pool.get("args", {}))
     out["serve"]["env"] = dict(lane["serve"]["env"], **pool.get("env", {}))
@@ -105,13 +107,14 @@ def pool_lane(lane: dict, role: str) -> dict:
                        "tensor_parallel": pool["tensor_parallel"], "pipeline_parallel": 1,
                        "data_parallel": pool.get("data_parallel") or 1}
     if dep:
-        out["topology"].update(layout="dp", data_parallel_local=pool.get("data_parallel_local") or 1)
+        out["topology"]["layout"] = "dp"
+        out["topology"]["data_parallel_local"] = pool.get("data_parallel_local") or 1
     return out
 
 
-def check_layout_args(lane: dict) -> None:
+def check_layout_args(lane: Lane) -> None:
     """Refuse flags a data-parallel layout renders itself, in serve.args (and pool/router flags for P/D)."""
-    engine = _engines.get(lane["engine"])
+    engine = lane["_engine"]
     owned = _engines.layout_owned(engine, layout_of(lane))
     if layout_of(lane) == "dp":
         for flag, value in lane["serve"]["args"].items():
@@ -121,39 +124,42 @@ def check_layout_args(lane: dict) -> None:
                     f"dp) the plan renders {flag} from {owned[flag]}; remove it from serve.args.")
     if layout_of(lane) != "pd":
         return
+    pd = lane.get("pd") or {}
     for role in POOLS:
-        for flag, value in lane["pd"][role].get("args", {}).items():
+        for flag, value in pd[role].get("args", {}).items():
             if flag in owned and value not in (None, False):
                 raise LanekitError(
                     f"{lane['_source']}: key 'pd.{role}.args.{flag}' is set, but the plan renders {flag} from "
                     f"{owned[flag].replace('serve.port', f'pd.{role}.port').replace('topology.', f'pd.{role}.')}"
                     f"; remove it from pd.{role}.args.")
     router = _engines.ROLES["router"]
-    for flag, value in (lane["pd"].get("router") or {}).get("args", {}).items():
+    for flag, value in (pd.get("router") or {}).get("args", {}).items():
         if flag in router.plan_owned and value not in (None, False):
             raise LanekitError(
                 f"{lane['_source']}: key 'pd.router.args.{flag}' is set, but the plan renders {flag} from "
                 f"{router.plan_owned[flag]}; remove it from pd.router.args.")
 
 
-def _url(host: dict, port: int) -> str:
+def _url(host: dict[str, Any], port: int) -> str:
     ip = host.get("fabric_ip") or ""
     return f"http://[{ip}]:{port}" if ":" in ip else f"http://{ip}:{port}"
 
 
-def processes(lane: dict, hosts: list[dict], model_path: str, rank_lanes: dict | None = None) -> list[dict]:
+def processes(lane: Lane, hosts: list[dict[str, Any]], model_path: str, rank_lanes: dict[str, Lane] | None = None,
+              ) -> list[dict[str, Any]]:
     """One record per rank, in rank order: host, role, engine argv, the lane it was rendered from, health port."""
     layout = layout_of(lane)
     check_layout_args(lane)
     if layout != "pd":
         if rank_lanes:
-            records = []
+            own = []
             for rank, host in enumerate(hosts):
                 rlane = rank_lanes.get(host["name"], lane)
-                records.append(_group(rlane, hosts, model_path, ("head", "worker"))[rank])
-            return records
+                own.append(_group(rlane, hosts, model_path, ("head", "worker"))[rank])
+            return own
         return _group(lane, hosts, model_path, ("head", "worker"))
-    sizes = [lane["pd"][role]["nodes"] for role in POOLS]
+    pd = lane.get("pd") or {}
+    sizes = [pd[role]["nodes"] for role in POOLS]
     pools = {"prefill": hosts[:sizes[0]], "decode": hosts[sizes[0]:sizes[0] + sizes[1]]}
     records: list[dict] = []
     urls: dict[str, list[str]] = {}
@@ -166,15 +172,15 @@ def processes(lane: dict, hosts: list[dict], model_path: str, rank_lanes: dict |
         # The router gets one endpoint per TP pool, one per node of a DEP pool (each serves HTTP).
         serving = [r for r in group if r["health_port"]] if layout_of(plane) == "dp" else group[:1]
         urls[role] = [_url(r["host"], plane["serve"]["port"]) for r in serving]
-    router = lane["pd"]["router"]
-    role = _engines.ROLES["router"]
-    argv = role.argv(_engines.RouterArgs(
+    router = pd["router"]
+    router_role = _engines.ROLES["router"]
+    argv = router_role.argv(_engines.RouterArgs(
         prefill=urls["prefill"], decode=urls["decode"], port=lane["serve"]["port"], policy=router["policy"],
         intra_node_data_parallel_size=router["intra_node_data_parallel_size"],
         lane_args=render_args(router.get("args") or {})))
     records.append({"host": pools["prefill"][0], "role": "router", "argv": argv, "lane": lane,
                     "health_port": lane["serve"]["port"], "gpu": False, "pool": "router", "pool_rank": 0,
-                    "entrypoint": list(router.get("entrypoint") or role.program)})
+                    "entrypoint": list(router.get("entrypoint") or router_role.program)})
     return records
 
 
@@ -183,7 +189,7 @@ def orders(layout: str, roles: list[str], engine: _engines.Engine) -> tuple[list
     if layout != "pd":
         return engine.batches(roles, engine.start_first), engine.batches(roles, engine.stop_first)
 
-    def batches(order):
+    def batches(order: tuple[tuple[str, ...], ...]) -> list[list[int]]:
         out = [[i for i, role in enumerate(roles) if role in batch] for batch in order]
         return [b for b in out if b]
     return batches(_engines.PD_START_ORDER), batches(_engines.PD_STOP_ORDER)

@@ -21,7 +21,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._secrets import ENV_NAME_RE, Secrets, env_file_path
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import plain
-from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import effective_env
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._flags import effective_env
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._model import Lane
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._values import PLAN_ENV
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _keyguard
 
@@ -165,11 +166,11 @@ def secret_carrier(engine: _engines.Engine) -> str:
     return engine.api_key_env or KEY_CARRIER_ENV
 
 
-def plan_secrets(lane: dict, secrets: Secrets) -> dict | None:
+def plan_secrets(lane: Lane, secrets: Secrets) -> dict[str, Any] | None:
     """The plan's record of the secrets: names, the node's env file and a hash; never a value."""
     if not secrets:
         return None
-    engine = _engines.get(lane["engine"])
+    engine = lane["_engine"]
     carrier = secret_carrier(engine)
     return {
         "api_key": bool(secrets.api_key),
@@ -187,6 +188,7 @@ def secret_spec(spec: dict, hashed: dict, engine: _engines.Engine, record: dict)
     spec["secret_env_names"] = sorted(record["env_names"] + ([record["api_key_env"]] if record["api_key"] else []))
     if record["api_key"] and (engine.key_guard_flag or not engine.api_key_env):
         entry = list(spec["entrypoint"])
+        prewrap: list[str]
         if not entry:
             prewrap, command = [], list(engine.program) + spec["command"]
         elif _is_engine_program(entry[0], engine):
@@ -208,7 +210,7 @@ def _is_engine_program(path: str, engine: _engines.Engine) -> bool:
     return name.startswith("python") or name == engine.program[0].rsplit("/", 1)[-1]
 
 
-def lane_secrets(lane: dict, head_vars: dict, engine: _engines.Engine) -> Secrets:
+def lane_secrets(lane: Lane, head_vars: dict[str, Any], engine: _engines.Engine) -> Secrets:
     """``lanekit_api_key`` and ``lanekit_secret_env`` checked against the lane (values never in messages)."""
     reserved = dict(PLAN_ENV, **{engine.host_ip_env: "the inventory's fabric_ip"})
     reserved.update({name: "the lane's serve.env" for name in effective_env(lane)})

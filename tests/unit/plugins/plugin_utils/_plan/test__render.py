@@ -11,6 +11,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import load_lane
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _render as _plan
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _secrets as _plan_secrets
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._build import PlanInputs, build_plan
 from tests.unit.helpers.plans import CPU_API_KEY, CPU_IPS, IMAGES, LANES, REPO, SGLANG, VLLM, cpu2_hosts, plan, plan_cpu
 
 GOLDEN = os.path.join(REPO, "tests", "fixtures", "golden")
@@ -57,7 +58,8 @@ def test_vllm_multinode_mechanics():
     spec_config = worker["command"][worker["command"].index("--speculative-config") + 1]
     assert json.loads(spec_config) == {"method": "dspark", "num_speculative_tokens": 3}
     assert result["api"] == {"host": "spark-01", "address": "10.100.0.11", "port": 8000,
-                             "served_model_name": "mistral-large-4"}
+                             "url": "http://10.100.0.11:8000", "served_model_name": "mistral-large-4",
+                             "key_required": False}
 
 
 def test_sglang_multinode_mechanics():
@@ -157,12 +159,13 @@ def test_rendezvous_port_and_barrier_timeout_are_published():
 
 
 def test_single_node_lane_has_no_rendezvous_port():
-    # The seed lanes are multi-node: render the vLLM lane on one host directly (render does not lint).
+    # The seed lanes are multi-node: build the vLLM lane's plan on one host directly (the builder does not lint).
     image = {k: None for k in ("name", "base_ref", "base_digest", "arch", "platform", "pinned", "pin_problem",
                                "spec_dir", "patches", "labels", "repository", "tag")}
     image.update({"ref": "img", "content_hash": "c", "entrypoint": ["vllm"]})
-    one = _plan.render(load_lane(LANES, VLLM), {"env": {}}, image, [{"name": "solo", "fabric_ip": "10.0.0.1"}],
-                       {"weights_root": "/w"}, None, "/r")
+    one = build_plan(PlanInputs(lane=load_lane(LANES, VLLM), profile={"env": {}}, image=image,
+                                hosts=[{"name": "solo", "fabric_ip": "10.0.0.1"}], cluster={"weights_root": "/w"},
+                                reports_root="/r"))
     assert one["rendezvous_port"] is None
     assert one["hosts"] == {"solo": [0]} and one["start_order"] == [[0]]
     assert one["reports_dir"] == f"/r/{VLLM}"
@@ -245,9 +248,9 @@ def test_lanes_and_images_are_found_argument_variable_working_directory_collecti
 
 
 # -- golden plans: the whole plan of both seed lanes on inventories/spark8, and each rank's `docker run` line.
-# The goldens were written from the code before the engine table and the published plan keys, so
-# any change of a rank's argv, env, labels, container options or hashes shows up here. Regenerate
-# with LANEKIT_UPDATE_GOLDEN=1 only for a change that is meant (and review the diff).
+# Any change of a rank's argv, env, labels, container options or hashes shows up here. The hashes
+# move only with a plan_version bump (test__build.py holds the goldens to PLAN_VERSION): regenerate
+# with LANEKIT_UPDATE_GOLDEN=1 only for a change that is meant, in the commit that bumps it.
 def _normalised(obj):
     """The plan with checkout paths replaced by placeholders, so the golden holds on any machine."""
     text = json.dumps(obj, indent=1, sort_keys=True)

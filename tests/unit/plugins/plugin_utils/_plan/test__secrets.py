@@ -24,9 +24,9 @@ def keyed(lane=VLLM, key=KEY, env=None, **kw):
     return result
 
 
-def test_plain_plans_do_not_change():
+def test_a_plan_without_secrets_has_no_secret_channel():
     base, _unused = plan(VLLM)
-    assert "secrets" not in base and "key_required" not in base["api"]
+    assert "secrets" not in base and base["api"]["key_required"] is False
     assert all("secret_env_file" not in r and "env_file" not in r["container"] for r in base["ranks"])
 
 
