@@ -27,9 +27,9 @@ import subprocess
 import tempfile
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
@@ -38,6 +38,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _corpus as corpus
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _gate as gate
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _report as report
@@ -86,23 +87,16 @@ def mark_unreachable(containers: list[dict], unreachable: list[str], plan: dict)
     return out
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        self._task_vars = task_vars or {}
-        try:
-            return self._run(args, result)
-        except LanekitError as exc:
-            result.update(failed=True, msg=str(exc))
-            return result
-        finally:
-            if args["bench_host"] and not args["settings_only"]:
-                self._remove_tmp_path(self._connection._shell.tmpdir)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        self._task_vars = task_vars
+        return self._run(args, result)
+
+    def lanekit_cleanup(self, args: dict[str, Any]) -> None:
+        if args["bench_host"] and not args["settings_only"]:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
 
     def _run(self, args: dict, result: dict) -> dict:
         plan = args["plan"]

@@ -12,15 +12,16 @@ The old shared name ``lane_overrides`` is refused wherever it is set.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import yaml
 from ansible import context
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.parsing.splitter import parse_kv
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import (
     CLI_LAYER,
     CLI_SOURCE,
@@ -59,18 +60,12 @@ ARGUMENT_SPEC = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        task_vars = task_vars or {}
-        try:
-            plan, findings = self._plan(args, task_vars)
-        except LanekitError as err:
-            raise AnsibleActionFail(str(err)) from None
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        plan, findings = self._plan(args, task_vars)
 
         for skipped in findings["skipped"]:
             display.display(f"lanekit lint: rule {skipped} skipped (lint_skip)", color="yellow")

@@ -43,11 +43,11 @@ from typing import Any
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import Bundle, new_bundle_dir, secret_args
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._lane_poll import (
     LaneMembers,
@@ -111,22 +111,14 @@ def sync_timeout(args: dict, poll_s: float) -> float:
     return args.get("sync_timeout_s") or min(max(poll_s * 0.8, 3.0), 30.0)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
+    EXPECTED_ERRORS = (LaneTaskError,)
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            if args["mode"] == "explain":
-                return self._explain(args, result)
-            return self._wait(args, task_vars, result)
-        except LaneTaskError as exc:
-            result.update(failed=True, msg=str(exc))
-            return result
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        if args["mode"] == "explain":
+            return self._explain(args, result)
+        return self._wait(args, task_vars, result)
 
     # --- explain: match a free text (e.g. a docker start error) ------------------------------
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import yaml
 from ansible import context
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import write_output
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import LANE_NAME_RE
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import reports_root
 from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _cluster as _recipe_cluster
@@ -254,27 +254,22 @@ def whole_cli_values(args: dict, cli_texts: list[str]) -> dict:
     return out
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
-            args = whole_cli_values(args, cli_texts)
-            if args.get("list_choices"):
-                result.update(list_choices(args, os.getcwd()))
-            elif args.get("nodes_group"):
-                cluster = cluster_from_vars(task_vars or {}, args["nodes_group"], self._templar.template)
-                configured = (task_vars or {}).get("lanekit_reports_dir")
-                reports = reports_root(self._templar.template(configured) if configured else None,
-                                       (task_vars or {}).get("playbook_dir"), os.getcwd())
-                # Planning must see the lane even in --check: the lane and image spec are written then too.
-                result.update(compile_for_cluster(args, os.getcwd(), cluster, reports, False))
-            else:
-                result.update(compile_and_write(args, os.getcwd(), bool(self._task.check_mode)))
-        except LanekitError as err:
-            raise AnsibleActionFail(str(err)) from None
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
+        args = whole_cli_values(args, cli_texts)
+        if args.get("list_choices"):
+            result.update(list_choices(args, os.getcwd()))
+        elif args.get("nodes_group"):
+            cluster = cluster_from_vars(task_vars, args["nodes_group"], self._templar.template)
+            configured = task_vars.get("lanekit_reports_dir")
+            reports = reports_root(self._templar.template(configured) if configured else None,
+                                   task_vars.get("playbook_dir"), os.getcwd())
+            # Planning must see the lane even in --check: the lane and image spec are written then too.
+            result.update(compile_for_cluster(args, os.getcwd(), cluster, reports, False))
+        else:
+            result.update(compile_and_write(args, os.getcwd(), bool(self._task.check_mode)))
         return result
