@@ -67,7 +67,8 @@ class ActionModule(LanekitAction):
         os.makedirs(out_dir, mode=0o755, exist_ok=True)
         atomic_write(os.path.join(out_dir, "compare.json"),
                      json.dumps({"sources": paths, **table}, indent=2, sort_keys=True) + "\n")
-        series, chart_error = [], ""
+        series: list[Any] = []
+        chart_error = ""
         if args.get("venv"):
             series, chart_error = draw_chart(args["venv"], os.path.join(out_dir, "compare.png"), paths)
             if chart_error:

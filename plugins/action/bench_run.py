@@ -183,8 +183,9 @@ class ActionModule(LanekitAction):
                       msg=f"bench {lane}: tools finished ({summary.get('status') or 'no result'}) in {run_dir}")
         return result
 
-    def _run_local(self, args, settings, plan, base_url, model, host, url, corpus_cache_name, corpus_path,
-                   tokenizer_copy, paths):
+    def _run_local(self, args: dict, settings: dict, plan: dict, base_url: str, model: str, host: str, url: str,
+                   corpus_cache_name: str, corpus_path: str, tokenizer_copy: str,
+                   paths: dict[str, str]) -> tuple[list[str], int | None, str, str, str]:
         """The tools on the controller: (argv, rc, error, started, ended)."""
         # A private HOME: llama-benchy's corpus cache, no user .env, no HF cache or token.
         home = private_dir(tempfile.mkdtemp(prefix="lanekit-bench-"), "bench home")
@@ -212,8 +213,9 @@ class ActionModule(LanekitAction):
                                f"{str(out.get('msg') or 'no message').strip()[:300]}")
         return out
 
-    def _run_remote(self, args, settings, plan, base_url, model, host, url, corpus_cache_name, corpus_path,
-                    tokenizer_copy, paths):
+    def _run_remote(self, args: dict, settings: dict, plan: dict, base_url: str, model: str, host: str, url: str,
+                    corpus_cache_name: str, corpus_path: str, tokenizer_copy: str,
+                    paths: dict[str, str]) -> tuple[list[str], int | None, str, str, str, dict]:
         """The tools on the bench_host: (argv, rc, error, started, ended, tool versions)."""
         bench_host, venv = args["bench_host"], args["host_venv"]
         lane = plan.get("lane", "?")
@@ -249,7 +251,8 @@ class ActionModule(LanekitAction):
             self._execute_module(module_name="lanekit.serving.bench_exec",
                                  module_args={"mode": "cleanup", "root": rp["root"]}, task_vars=self._task_vars)
 
-    def _watch_remote(self, bench_host, root, pid, paths, settings, lane, poll_s) -> tuple[int | None, str]:
+    def _watch_remote(self, bench_host: str, root: str, pid: int, paths: dict[str, str], settings: dict, lane: str,
+                      poll_s: float) -> tuple[int | None, str]:
         """Poll the remote run: mirror its event streams here for the progress line, stop it on timeout."""
         progress = api.Progress(lane, bset.scenario_count(settings) * settings["runs"])
         deadline = time.monotonic() + settings["run_timeout_s"]
@@ -277,7 +280,8 @@ class ActionModule(LanekitAction):
                     return None, f"tool-eval-bench on bench_host {bench_host} stopped without an exit code."
                 return int(state["rc"]), ""
 
-    def _execute(self, argv, env, cwd, paths, settings, lane, poll_s) -> tuple[int | None, str]:
+    def _execute(self, argv: list[str], env: dict[str, str], cwd: str, paths: dict[str, str], settings: dict,
+                 lane: str, poll_s: float) -> tuple[int | None, str]:
         """Run the tool, print progress when it changes, stop it after run_timeout_s."""
         progress = api.Progress(lane, bset.scenario_count(settings) * settings["runs"])
         deadline = time.monotonic() + settings["run_timeout_s"]

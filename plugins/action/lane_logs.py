@@ -111,8 +111,8 @@ class ActionModule(LanekitAction):
             streams = archive_streams(source)
             # An archive's "now" is its last line: logs_since= counts back from the end of the log.
             stamps = [split_timestamp(raw[-1])[0] for raw in streams.values() if raw]
-            stamps = [ts for ts in stamps if ts is not None]
-            now = max(stamps) if stamps else time.time()
+            known = [ts for ts in stamps if ts is not None]
+            now = max(known) if known else time.time()
         else:
             streams, notes = live_streams(args["found"])
             now = time.time()

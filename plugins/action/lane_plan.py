@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 from ansible import context
-from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.errors import AnsibleError
 from ansible.parsing.splitter import parse_kv
 from ansible.utils.display import Display
 
@@ -84,6 +84,8 @@ class ActionModule(LanekitAction):
                 f"{'s' if len(lines) > 1 else ''}; skip a rule on purpose with -e lint_skip=ID):\n" + "\n".join(lines)
             )
             return result
+        # The plan is rendered whenever lint found no error.
+        assert plan is not None
         result["plan"] = plan
         result["table"] = table(plan)
         result["lint"] = findings
@@ -94,16 +96,13 @@ class ActionModule(LanekitAction):
         # The preflight role runs this task with check_mode: false (a --check run still needs the plan),
         # so the command line's --check is asked too: a check run writes no plan file.
         if plan_file and not self._task.check_mode and not context.CLIARGS.get("check"):
-            try:
-                result["changed"] = write_plan_file(plan_file, plan)
-            except LanekitError as err:
-                raise AnsibleActionFail(str(err)) from None
+            result["changed"] = write_plan_file(plan_file, plan)
         result["plan_file"] = plan_file
         return result
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _plan(self, args, task_vars):
+    def _plan(self, args: dict[str, Any], task_vars: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         group = args["nodes_group"]
         host_names = list(task_vars.get("groups", {}).get(group) or [])
         if not host_names:
@@ -115,7 +114,7 @@ class ActionModule(LanekitAction):
         refuse_cli_inventory_layer(cli_texts)
         hostvars = task_vars.get("hostvars", {})
         cli_layer = self._cli_overrides(cli_texts, task_vars)
-        hosts = []
+        hosts: list[dict[str, Any]] = []
         for name in host_names:
             layers = self._inventory_layers(name, hostvars[name])
             if cli_layer is not None:
@@ -135,11 +134,11 @@ class ActionModule(LanekitAction):
             reports_root=reports_root(self._var(task_vars, "lanekit_reports_dir"), task_vars.get("playbook_dir"), cwd),
         )
 
-    def _var(self, task_vars, name):
+    def _var(self, task_vars: dict[str, Any], name: str) -> Any:
         value = task_vars.get(name)
         return self._templar.template(value) if value not in (None, "") else None
 
-    def _cli_overrides(self, cli_texts, task_vars):
+    def _cli_overrides(self, cli_texts: list[str], task_vars: dict[str, Any]) -> dict[str, Any] | None:
         """The command-line layer ``lane_cli_overrides`` (None when not given).
 
         ``-e lane_cli_overrides='{"serve": ...}'`` is key=value syntax, which Ansible splits at every
@@ -153,9 +152,9 @@ class ActionModule(LanekitAction):
             return None
         return parse_overrides(self._templar.template(task_vars[CLI_LAYER]), CLI_SOURCE, CLI_LAYER)
 
-    def _inventory_layers(self, host, host_vars):
+    def _inventory_layers(self, host: str, host_vars: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """The group and host layers of one host (the command line cannot set them, see above)."""
-        def value(name):
+        def value(name: str) -> Any:
             raw = host_vars.get(name)
             return None if raw is None else self._templar.template(raw)
         return inventory_layers(host, value(GROUP_LAYER), value(HOST_LAYER), value(OLD_LAYER))

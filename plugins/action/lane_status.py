@@ -92,7 +92,7 @@ class ActionModule(LanekitAction):
 class StatusWorker(LaneWorker):
     """One worker's part of a status: report its ranks; the coordinator prints verdict and table."""
 
-    def __init__(self, *args, output: dict | None = None, **kwargs) -> None:
+    def __init__(self, *args: Any, output: dict | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.output = output or {"format": "text", "file": None, "inventory": ""}
 
@@ -109,7 +109,7 @@ class StatusWorker(LaneWorker):
             log = RankLog(self.engine, spec["role"])
             log.feed_docker(entry.get("lines") or [])
             statuses[int(rank)] = rankstatus.build(spec, entry.get("inspect"), log,
-                                                   float(res.get("now") or time.time()))
+                                                   float((res or {}).get("now") or time.time()))
         return statuses
 
     def status(self, result: dict) -> dict:
