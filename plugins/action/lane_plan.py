@@ -12,7 +12,7 @@ The old shared name ``lane_overrides`` is refused wherever it is set.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from ansible import context
@@ -85,7 +85,7 @@ class ActionModule(LanekitAction):
             )
             return result
         # The plan is rendered whenever lint found no error.
-        assert plan is not None
+        plan = cast("dict[str, Any]", plan)
         result["plan"] = plan
         result["table"] = table(plan)
         result["lint"] = findings

@@ -53,4 +53,3 @@ class LanekitAction(ActionBase):
 
     def lanekit_cleanup(self, args: dict[str, Any]) -> None:
         """Run after ``lanekit_run``, also when it failed (remote temporary files, ...)."""
-

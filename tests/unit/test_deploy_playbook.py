@@ -49,8 +49,10 @@ def test_the_wrapper_imports_the_phase_role_and_releases_the_lock_when_it_fails(
     assert release["vars"] == {"preflight_unlock_after_failure": True}
 
 
-@pytest.mark.parametrize(("playbook", "phases"), [("build_images.yml", ["image"]),
-                                                   ("stage_weights.yml", ["weights", "cache"])])
+@pytest.mark.parametrize(("playbook", "phases"), [
+    ("build_images.yml", ["image"]),
+    ("stage_weights.yml", ["weights", "cache"]),
+])
 def test_the_other_playbooks_wrap_their_phases_with_the_same_file(playbook, phases):
     with open(os.path.join(ROOT, "playbooks", playbook), encoding="utf-8") as handle:
         wrapped = [p for p in yaml.safe_load(handle)

@@ -64,8 +64,10 @@ def test_unknown_options_are_refused_before_the_plugin_runs():
     assert Probe._VALID_ARGS == frozenset({"lane", "count"})
 
 
-@pytest.mark.parametrize(("lane", "sentence"), [("refused", "lane refused is refused: rename it in lanes/refused.yml."),
-                                                 ("own", "the plugin's own sentence.")])
+@pytest.mark.parametrize(("lane", "sentence"), [
+    ("refused", "lane refused is refused: rename it in lanes/refused.yml."),
+    ("own", "the plugin's own sentence."),
+])
 def test_an_expected_failure_is_a_failed_result_with_the_sentence_and_cleans_up(lane, sentence):
     plugin, out = run({"lane": lane})
     assert out["failed"] is True and out["msg"] == sentence
