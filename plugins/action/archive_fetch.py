@@ -16,9 +16,9 @@ from typing import Any
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import Bundle, secret_args
 
 ARGUMENT_SPEC = dict(
@@ -40,15 +40,10 @@ def archive(bundle: Bundle, host: str, containers: list[dict[str, Any]], files: 
     return written
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         secrets = secret_args(self._templar.template, task_vars, args["plan"] or {})
         values = [v for v in [secrets.get("api_key"), *secrets.get("secret_values", [])] if v]
         # A relative folder is the playbook's, as ansible.builtin.fetch takes it.

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime
+from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._bench._api import draw_chart
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _compare as cmp
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import reports_root
 
@@ -33,14 +34,10 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         if not args.get("reports_root"):
             args["reports_root"] = reports_root(None, (task_vars or {}).get("playbook_dir"), os.getcwd())
         refs = [r for r in args["compare"] if str(r).strip()]
@@ -70,7 +67,8 @@ class ActionModule(ActionBase):
         os.makedirs(out_dir, mode=0o755, exist_ok=True)
         atomic_write(os.path.join(out_dir, "compare.json"),
                      json.dumps({"sources": paths, **table}, indent=2, sort_keys=True) + "\n")
-        series, chart_error = [], ""
+        series: list[Any] = []
+        chart_error = ""
         if args.get("venv"):
             series, chart_error = draw_chart(args["venv"], os.path.join(out_dir, "compare.png"), paths)
             if chart_error:

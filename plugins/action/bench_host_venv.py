@@ -16,14 +16,15 @@ import os
 import shutil
 import subprocess
 import tempfile
+from typing import Any
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 
 ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True),
@@ -37,22 +38,16 @@ _COMPLETE = "COMPLETE"
 _REQUIREMENTS_NAME = "requirements-bench.txt"
 
 
-class ActionModule(ActionBase):
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
     TRANSFERS_FILES = True
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        self._vars = task_vars or {}
-        try:
-            return self._run(args, result)
-        except LanekitError as exc:
-            result.update(failed=True, msg=str(exc))
-            return result
-        finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        self._vars = task_vars
+        return self._run(args, result)
+
+    def lanekit_cleanup(self, args: dict[str, Any]) -> None:
+        self._remove_tmp_path(self._connection._shell.tmpdir)
 
     def _module(self, name: str, module_args: dict, what: str, host: str) -> dict:
         out = self._execute_module(module_name=name, module_args=module_args, task_vars=self._vars)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _compare as cmp
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _gate as gate
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _report as report
@@ -77,19 +78,11 @@ def provenance(plan: dict, record: dict, manifest: dict, engine_version: str) ->
     }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            return self._report(args, result)
-        except LanekitError as exc:
-            result.update(failed=True, msg=str(exc))
-            return result
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        return self._report(args, result)
 
     def _report(self, args: dict, result: dict) -> dict:
         plan, run_dir = args["plan"], args["run_dir"]

@@ -27,9 +27,9 @@ import subprocess
 import tempfile
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from ansible.errors import AnsibleError
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
@@ -38,6 +38,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _corpus as corpus
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _gate as gate
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _report as report
@@ -86,23 +87,16 @@ def mark_unreachable(containers: list[dict], unreachable: list[str], plan: dict)
     return out
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        self._task_vars = task_vars or {}
-        try:
-            return self._run(args, result)
-        except LanekitError as exc:
-            result.update(failed=True, msg=str(exc))
-            return result
-        finally:
-            if args["bench_host"] and not args["settings_only"]:
-                self._remove_tmp_path(self._connection._shell.tmpdir)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        self._task_vars = task_vars
+        return self._run(args, result)
+
+    def lanekit_cleanup(self, args: dict[str, Any]) -> None:
+        if args["bench_host"] and not args["settings_only"]:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
 
     def _run(self, args: dict, result: dict) -> dict:
         plan = args["plan"]
@@ -189,8 +183,9 @@ class ActionModule(ActionBase):
                       msg=f"bench {lane}: tools finished ({summary.get('status') or 'no result'}) in {run_dir}")
         return result
 
-    def _run_local(self, args, settings, plan, base_url, model, host, url, corpus_cache_name, corpus_path,
-                   tokenizer_copy, paths):
+    def _run_local(self, args: dict, settings: dict, plan: dict, base_url: str, model: str, host: str, url: str,
+                   corpus_cache_name: str, corpus_path: str, tokenizer_copy: str,
+                   paths: dict[str, str]) -> tuple[list[str], int | None, str, str, str]:
         """The tools on the controller: (argv, rc, error, started, ended)."""
         # A private HOME: llama-benchy's corpus cache, no user .env, no HF cache or token.
         home = private_dir(tempfile.mkdtemp(prefix="lanekit-bench-"), "bench home")
@@ -218,8 +213,9 @@ class ActionModule(ActionBase):
                                f"{str(out.get('msg') or 'no message').strip()[:300]}")
         return out
 
-    def _run_remote(self, args, settings, plan, base_url, model, host, url, corpus_cache_name, corpus_path,
-                    tokenizer_copy, paths):
+    def _run_remote(self, args: dict, settings: dict, plan: dict, base_url: str, model: str, host: str, url: str,
+                    corpus_cache_name: str, corpus_path: str, tokenizer_copy: str,
+                    paths: dict[str, str]) -> tuple[list[str], int | None, str, str, str, dict]:
         """The tools on the bench_host: (argv, rc, error, started, ended, tool versions)."""
         bench_host, venv = args["bench_host"], args["host_venv"]
         lane = plan.get("lane", "?")
@@ -255,7 +251,8 @@ class ActionModule(ActionBase):
             self._execute_module(module_name="lanekit.serving.bench_exec",
                                  module_args={"mode": "cleanup", "root": rp["root"]}, task_vars=self._task_vars)
 
-    def _watch_remote(self, bench_host, root, pid, paths, settings, lane, poll_s) -> tuple[int | None, str]:
+    def _watch_remote(self, bench_host: str, root: str, pid: int, paths: dict[str, str], settings: dict, lane: str,
+                      poll_s: float) -> tuple[int | None, str]:
         """Poll the remote run: mirror its event streams here for the progress line, stop it on timeout."""
         progress = api.Progress(lane, bset.scenario_count(settings) * settings["runs"])
         deadline = time.monotonic() + settings["run_timeout_s"]
@@ -283,7 +280,8 @@ class ActionModule(ActionBase):
                     return None, f"tool-eval-bench on bench_host {bench_host} stopped without an exit code."
                 return int(state["rc"]), ""
 
-    def _execute(self, argv, env, cwd, paths, settings, lane, poll_s) -> tuple[int | None, str]:
+    def _execute(self, argv: list[str], env: dict[str, str], cwd: str, paths: dict[str, str], settings: dict,
+                 lane: str, poll_s: float) -> tuple[int | None, str]:
         """Run the tool, print progress when it changes, stop it after run_timeout_s."""
         progress = api.Progress(lane, bset.scenario_count(settings) * settings["runs"])
         deadline = time.monotonic() + settings["run_timeout_s"]

@@ -15,14 +15,15 @@ import fcntl
 import os
 import subprocess
 import sys
+from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._bench import _venv as bvenv
 
 display = Display()
@@ -46,19 +47,11 @@ def _current(venv: str, req_hash: str) -> bool:
     return marker == bvenv.marker_text(req_hash) and not api.venv_problem(venv)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            return self._run(args, result)
-        except LanekitError as exc:
-            result.update(failed=True, msg=str(exc))
-            return result
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        return self._run(args, result)
 
     def _run(self, args: dict, result: dict) -> dict:
         requirements = args["requirements"]

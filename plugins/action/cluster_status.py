@@ -8,24 +8,22 @@ documentation lives in plugins/modules/cluster_status.py.
 """
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
+from typing import Any
+
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _workloads as workloads
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 
 display = Display()
 
 ARGUMENT_SPEC = dict(found=dict(type="dict", default={}))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         view = workloads.overview(args["found"])
         table = workloads.render(view)
         for line in table:

@@ -9,8 +9,9 @@ No host is contacted. The documentation lives in plugins/modules/image_registry.
 """
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
+from typing import Any
 
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._image import _registry as reg
 
 ARGUMENT_SPEC = dict(
@@ -26,14 +27,10 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars or {})
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         wanted = reg.Wanted(bind=args["bind"], port=args["port"], tls_cert=args["tls_cert"] or "",
                             tls_key=args["tls_key"] or "", htpasswd=args["htpasswd"] or "", volume=args["volume"])
         try:

@@ -16,10 +16,10 @@ import time
 from typing import Any
 
 from ansible import context
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import _lock as lanelock
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 
 display = Display()
 
@@ -60,16 +60,14 @@ def controller_owner(override: dict[str, Any]) -> dict[str, Any]:
     return owner
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
     _requires_connection = True
 
     def _module(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         return self._execute_module(module_name="lanekit.serving.lane_lock", module_args=args, task_vars=task_vars)
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         me = controller_owner(args["owner"])
         base = {"lane": args["lane"], "lock_dir": args["lock_dir"], "state": args["state"], "owner": me}
         res = self._module(base, task_vars)

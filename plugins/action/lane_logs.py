@@ -15,10 +15,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import split_timestamp
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _logmerge as logmerge
 
 display = Display()
@@ -90,41 +90,32 @@ def archive_streams(path: str) -> dict[tuple[int, str], list[str]]:
     return streams
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
     # Controller only: the lines come from the nodes' registered results or an archive.
     _requires_connection = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            options = logmerge.check_options(lines=args.get("lines"), ranks=args.get("ranks"),
-                                             since=args.get("since"), grep=args.get("grep"))
-            if args["check_only"]:
-                result.update(changed=False, msg="the logs options are valid", lines=options["lines"],
-                              ranks=options["ranks"])
-                return result
-            ranks, since_s, grep = options["ranks"], options["since_s"], options["grep"]
-            notes: list[str] = []
-            source = "live containers"
-            if args["from_archive"]:
-                reports = args.get("reports_dir") or os.path.join(os.getcwd(), "reports")
-                source = archive_dir(args["lane"], args["from_archive"], reports)
-                streams = archive_streams(source)
-                # An archive's "now" is its last line: logs_since= counts back from the end of the log.
-                stamps = [split_timestamp(raw[-1])[0] for raw in streams.values() if raw]
-                stamps = [ts for ts in stamps if ts is not None]
-                now = max(stamps) if stamps else time.time()
-            else:
-                streams, notes = live_streams(args["found"])
-                now = time.time()
-        except logmerge.LogOptionError as exc:
-            result.update(failed=True, msg=str(exc))
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        options = logmerge.check_options(lines=args.get("lines"), ranks=args.get("ranks"),
+                                         since=args.get("since"), grep=args.get("grep"))
+        if args["check_only"]:
+            result.update(changed=False, msg="the logs options are valid", lines=options["lines"],
+                          ranks=options["ranks"])
             return result
+        ranks, since_s, grep = options["ranks"], options["since_s"], options["grep"]
+        notes: list[str] = []
+        source = "live containers"
+        if args["from_archive"]:
+            reports = args.get("reports_dir") or os.path.join(os.getcwd(), "reports")
+            source = archive_dir(args["lane"], args["from_archive"], reports)
+            streams = archive_streams(source)
+            # An archive's "now" is its last line: logs_since= counts back from the end of the log.
+            stamps = [split_timestamp(raw[-1])[0] for raw in streams.values() if raw]
+            known = [ts for ts in stamps if ts is not None]
+            now = max(known) if known else time.time()
+        else:
+            streams, notes = live_streams(args["found"])
+            now = time.time()
         missing = logmerge.missing_ranks(ranks, streams, notes) if streams else None
         if missing:
             result.update(failed=True, msg=f"logs of lane {args['lane']} ({source}): {missing}")

@@ -16,12 +16,12 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # the controller's PyYAML; the venv has no types-PyYAML
 from ansible import context
-from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.errors import AnsibleError
 from ansible.parsing.splitter import parse_kv
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._layers import (
     CLI_LAYER,
     CLI_SOURCE,
@@ -58,18 +58,12 @@ ARGUMENT_SPEC = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
     _requires_connection = False
 
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        task_vars = task_vars or {}
-        try:
-            plan, findings = self._plan(args, task_vars)
-        except LanekitError as err:
-            raise AnsibleActionFail(str(err)) from None
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        plan, findings = self._plan(args, task_vars)
 
         for skipped in findings["skipped"]:
             display.display(f"lanekit lint: rule {skipped} skipped (lint_skip)", color="yellow")
@@ -89,7 +83,7 @@ class ActionModule(ActionBase):
             )
             return result
         if plan is None:  # plan_lane returns None only with errors, answered above
-            raise AnsibleActionFail(f"lane {args['lane']}: no plan was made and no lint rule said why.")
+            raise LanekitError(f"lane {args['lane']}: no plan was made and no lint rule said why.")
         result["plan"] = plan
         result["table"] = table(plan)
         result["lint"] = findings
@@ -100,10 +94,7 @@ class ActionModule(ActionBase):
         # The preflight role runs this task with check_mode: false (a --check run still needs the plan),
         # so the command line's --check is asked too: a check run writes no plan file.
         if plan_file and not self._task.check_mode and not context.CLIARGS.get("check"):
-            try:
-                result["changed"] = write_plan_file(plan_file, plan)
-            except LanekitError as err:
-                raise AnsibleActionFail(str(err)) from None
+            result["changed"] = write_plan_file(plan_file, plan)
         result["plan_file"] = plan_file
         return result
 
@@ -121,7 +112,7 @@ class ActionModule(ActionBase):
         refuse_cli_inventory_layer(cli_texts)
         hostvars = task_vars.get("hostvars", {})
         cli_layer = self._cli_overrides(cli_texts, task_vars)
-        hosts = []
+        hosts: list[dict[str, Any]] = []
         for name in host_names:
             layers = self._inventory_layers(name, hostvars[name])
             if cli_layer is not None:
@@ -159,7 +150,7 @@ class ActionModule(ActionBase):
             return None
         return parse_overrides(self._templar.template(task_vars[CLI_LAYER]), CLI_SOURCE, CLI_LAYER)
 
-    def _inventory_layers(self, host: str, host_vars: dict[str, Any]) -> list[tuple[str, dict]]:
+    def _inventory_layers(self, host: str, host_vars: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """The group and host layers of one host (the command line cannot set them, see above)."""
         def value(name: str) -> Any:
             raw = host_vars.get(name)

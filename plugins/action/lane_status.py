@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import RankLog
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _rankstatus as rankstatus
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _verdict
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import secret_args
@@ -68,21 +69,13 @@ def status_options(args: dict) -> dict:
                 chat_probe=False, sync_timeout_s=args["sync_timeout_s"])
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
+    EXPECTED_ERRORS = (LaneTaskError,)
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            plan = args.get("plan") or {}
-            members = lane_members(plan, task_vars, "lane_status", lane=args.get("lane"), engine=args.get("engine"))
-        except LaneTaskError as exc:
-            result.update(failed=True, msg=str(exc))
-            return result
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        plan = args.get("plan") or {}
+        members = lane_members(plan, task_vars, "lane_status", lane=args.get("lane"), engine=args.get("engine"))
         me = task_vars.get("inventory_hostname")
         if me not in members.hosts:
             result.update(skipped=True, msg=f"No rank of lane {members.lane} runs on {me}.")
@@ -99,7 +92,7 @@ class ActionModule(ActionBase):
 class StatusWorker(LaneWorker):
     """One worker's part of a status: report its ranks; the coordinator prints verdict and table."""
 
-    def __init__(self, *args, output: dict | None = None, **kwargs) -> None:
+    def __init__(self, *args: Any, output: dict | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.output = output or {"format": "text", "file": None, "inventory": ""}
 
@@ -116,7 +109,7 @@ class StatusWorker(LaneWorker):
             log = RankLog(self.engine, spec["role"])
             log.feed_docker(entry.get("lines") or [])
             statuses[int(rank)] = rankstatus.build(spec, entry.get("inspect"), log,
-                                                   float(res.get("now") or time.time()))
+                                                   float((res or {}).get("now") or time.time()))
         return statuses
 
     def status(self, result: dict) -> dict:

@@ -43,11 +43,11 @@ from typing import Any
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import Bundle, new_bundle_dir, secret_args
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._lane_poll import (
     LaneMembers,
@@ -111,26 +111,18 @@ def sync_timeout(args: dict, poll_s: float) -> float:
     return args.get("sync_timeout_s") or min(max(poll_s * 0.8, 3.0), 30.0)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
+    EXPECTED_ERRORS = (LaneTaskError,)
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            if args["mode"] == "explain":
-                return self._explain(args, result)
-            return self._wait(args, task_vars, result)
-        except LaneTaskError as exc:
-            result.update(failed=True, msg=str(exc))
-            return result
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        if args["mode"] == "explain":
+            return self._explain(args, result)
+        return self._wait(args, task_vars, result)
 
     # --- explain: match a free text (e.g. a docker start error) ------------------------------
 
-    def _explain(self, args, result):
+    def _explain(self, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         matches, msg = explain_message(args.get("text") or "", args.get("engine"), args.get("context") or "")
         result.update(signatures=[m.to_dict() for m in matches], msg=msg, changed=False)
         if args.get("fail"):
@@ -139,7 +131,7 @@ class ActionModule(ActionBase):
 
     # --- wait ------------------------------------------------------------------------------
 
-    def _wait(self, args, task_vars, result):
+    def _wait(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         plan = args.get("plan") or {}
         members = lane_members(plan, task_vars, "lane_wait", engine=args.get("engine"))
         if not plan.get("ranks"):
@@ -180,7 +172,7 @@ class Waiter(LaneWorker):
         self.reports_dir = reports_dir
         self.bundle_timeout_s = args["bundle_timeout_s"]
 
-    def wait(self, result):
+    def wait(self, result: dict[str, Any]) -> dict[str, Any]:
         poll = self.cfg.poll_s
         tracker = LaneTracker(self.lane, self.engine, self.cfg, self.rank_hosts)
         started = time.monotonic()
@@ -281,11 +273,12 @@ class Waiter(LaneWorker):
 
     def contribute(self, bundle: Bundle) -> None:
         """Put this host's ranks' tails, full logs, inspect and meminfo into the bundle."""
+        me = str(self.me)  # a worker that waits is a host of the lane (_wait skips the others)
         notes = []
         for spec in self.my_ranks:
             rank = int(spec["node_rank"])
             last = self.watcher.last.get(rank)
-            bundle.write_rank(rank, self.me, last.to_dict() if last else {},
+            bundle.write_rank(rank, me, last.to_dict() if last else {},
                               list(self.watcher.tails.get(rank, [])))
         # A root-private directory on the node, read back through slurp: over SSH as an operator
         # who becomes root, the login user can neither keep it private nor read root's 0600 files.
@@ -303,11 +296,11 @@ class Waiter(LaneWorker):
                 files = list(res.get("bundle_files") or [])
                 for spec in self.my_ranks:
                     try:
-                        bundle.fetch_rank_files(int(spec["node_rank"]), self.me, spec["container_name"], files, fetch)
+                        bundle.fetch_rank_files(int(spec["node_rank"]), me, spec["container_name"], files, fetch)
                     except AnsibleError as exc:
                         notes.append(f"r{spec['node_rank']}: {to_text(exc)}")
                 try:
-                    bundle.fetch_host_files(self.me, files, fetch)
+                    bundle.fetch_host_files(me, files, fetch)
                 except AnsibleError as exc:
                     notes.append(f"meminfo: {to_text(exc)}")
         finally:
@@ -315,4 +308,4 @@ class Waiter(LaneWorker):
                 becomefiles.remove(self.action, task_vars, remote_dir)
             except AnsibleError as exc:
                 notes.append(f"the node's copy {remote_dir} was not removed: {to_text(exc)}")
-            bundle.mark_done(self.me, "; ".join(notes))
+            bundle.mark_done(me, "; ".join(notes))

@@ -9,24 +9,20 @@ documentation lives in plugins/modules/node_reach.py.
 """
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _reach as reach
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 
 ARGUMENT_SPEC = dict(
     results=dict(type="dict", required=True),
 )
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        del tmp
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         hostvars = task_vars.get("hostvars") or {}
         found = []
         for host in sorted(args["results"]):

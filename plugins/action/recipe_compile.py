@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 from ansible import context
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import write_output
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
+from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import LANE_NAME_RE
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import reports_root
 from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _cluster as _recipe_cluster
@@ -28,7 +29,11 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._compose i
     compile_recipe,
     public,
 )
-from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import load_recipe, resolve_recipe
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import (
+    RecipeSource,
+    load_recipe,
+    resolve_recipe,
+)
 
 ARGUMENT_SPEC = {
     "recipe": {"type": "str", "required": True},
@@ -57,7 +62,7 @@ ARGUMENT_SPEC = {
 }
 
 
-def _mapping(value, name: str) -> dict | None:
+def _mapping(value: Any, name: str) -> dict | None:
     """A mapping given as data or, from ``-e key=value``, as JSON/YAML text."""
     if value in (None, ""):
         return None
@@ -73,7 +78,7 @@ def _mapping(value, name: str) -> dict | None:
     return value
 
 
-def _features(value) -> list | None:
+def _features(value: Any) -> list | None:
     """``a,b`` or a list: the complete enabled set; unset: the recipe's defaults; empty: none."""
     if value is None:
         return None
@@ -94,7 +99,7 @@ def choice_from_args(args: dict) -> Choice:
                   pd=_mapping(args.get("pd"), "recipe_pd"))
 
 
-def recipe_source(args: dict, cwd: str):
+def recipe_source(args: dict, cwd: str) -> RecipeSource:
     """The recipe ``-e recipe=`` names (a path, or a name in the user's recipes/ then the collection's), loaded."""
     return load_recipe(resolve_recipe(args["recipe"], cwd, args.get("recipes_dir")), args.get("recipe_root"))
 
@@ -153,7 +158,7 @@ def compile_and_write(args: dict, cwd: str, check_mode: bool = False) -> dict:
     return out
 
 
-def _image_spec_for(args: dict, cwd: str, src, result: dict, lane: dict, comments: dict, check_mode: bool) -> dict:
+def _image_spec_for(args: dict, cwd: str, src: Any, result: dict, lane: dict, comments: dict, check_mode: bool) -> dict:
     """Write the lane's image spec into the user's images directory when it has none, so the next plan finds it.
 
     A spec already there (the user's, with their digest pin and image.lock.yml) is never touched."""
@@ -177,7 +182,7 @@ def _image_spec_for(args: dict, cwd: str, src, result: dict, lane: dict, comment
     return out
 
 
-def _header(src, choice: dict, cluster: _recipe_cluster.Cluster) -> list[str]:
+def _header(src: Any, choice: dict, cluster: _recipe_cluster.Cluster) -> list[str]:
     return [f"Compiled by lanekit from the vLLM recipe {src.path} for the nodes of {cluster.where}.",
             "Choice: " + ", ".join(f"{k}={v}" for k, v in choice.items() if v not in (None, [], {})) + ".",
             "Each value's trailing comment names the recipe layer it came from. Re-planning with -e recipe",
@@ -217,7 +222,7 @@ def _write_creating_dirs(path: str, text: str) -> bool:
     return write_if_changed(path, text, f"the recipe lane's file {path} (under lanekit_reports_dir)")
 
 
-def cluster_from_vars(task_vars: dict, group: str, template) -> _recipe_cluster.Cluster:
+def cluster_from_vars(task_vars: dict, group: str, template: Callable[[Any], Any]) -> _recipe_cluster.Cluster:
     """The inventory's view of the lane's nodes: the group's hosts and the first host's lanekit_* variables."""
     hosts = list((task_vars.get("groups") or {}).get(group) or [])
     if not hosts:
@@ -225,7 +230,7 @@ def cluster_from_vars(task_vars: dict, group: str, template) -> _recipe_cluster.
                            "in rank order (see inventories/gb300/hosts.yml).")
     head = (task_vars.get("hostvars") or {}).get(hosts[0]) or {}
 
-    def var(name):
+    def var(name: str) -> Any:
         value = head.get(name)
         return template(value) if value not in (None, "") else None
 
@@ -254,27 +259,22 @@ def whole_cli_values(args: dict, cli_texts: list[str]) -> dict:
     return out
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(LanekitAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
     _requires_connection = False
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
-            args = whole_cli_values(args, cli_texts)
-            if args.get("list_choices"):
-                result.update(list_choices(args, os.getcwd()))
-            elif args.get("nodes_group"):
-                cluster = cluster_from_vars(task_vars or {}, args["nodes_group"], self._templar.template)
-                configured = (task_vars or {}).get("lanekit_reports_dir")
-                reports = reports_root(self._templar.template(configured) if configured else None,
-                                       (task_vars or {}).get("playbook_dir"), os.getcwd())
-                # Planning must see the lane even in --check: the lane and image spec are written then too.
-                result.update(compile_for_cluster(args, os.getcwd(), cluster, reports, False))
-            else:
-                result.update(compile_and_write(args, os.getcwd(), bool(self._task.check_mode)))
-        except LanekitError as err:
-            raise AnsibleActionFail(str(err)) from None
+    def lanekit_run(self, args: dict[str, Any], task_vars: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        cli_texts = [str(item) for item in context.CLIARGS.get("extra_vars") or ()]
+        args = whole_cli_values(args, cli_texts)
+        if args.get("list_choices"):
+            result.update(list_choices(args, os.getcwd()))
+        elif args.get("nodes_group"):
+            cluster = cluster_from_vars(task_vars, args["nodes_group"], self._templar.template)
+            configured = task_vars.get("lanekit_reports_dir")
+            reports = reports_root(self._templar.template(configured) if configured else None,
+                                   task_vars.get("playbook_dir"), os.getcwd())
+            # Planning must see the lane even in --check: the lane and image spec are written then too.
+            result.update(compile_for_cluster(args, os.getcwd(), cluster, reports, False))
+        else:
+            result.update(compile_and_write(args, os.getcwd(), bool(self._task.check_mode)))
         return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -22,14 +23,42 @@ def test_the_preflight_play_turns_the_rerun_probe_on_and_can_be_told_not_to():
     assert role["vars"]["preflight_serving_probe"] == "{{ lanekit_rerun_probe | default(true) }}"
 
 
+def phase_tasks() -> list[dict]:
+    with open(os.path.join(ROOT, "playbooks", "tasks", "phase.yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
 def test_every_phase_play_starts_by_ending_for_a_serving_lane():
     phases = [p for p in plays() if "tasks" in p and p["name"] != "Release the lane lock"]
     assert len(phases) == 5, [p["name"] for p in phases]  # image, weights, cache, ranks, ready
     for play in phases:
-        first = play["tasks"][0]
-        assert {k: first.get(k) for k in SKIP} == SKIP, play["name"]
-        # ... and the phase itself comes after it, never before.
-        assert all("meta" not in str(t) for t in play["tasks"][1:]), play["name"]
+        # Each phase is the one wrapper (issue 24), naming its role in the play's vars.
+        assert [t.get("ansible.builtin.import_tasks") for t in play["tasks"]] == ["tasks/phase.yml"], play["name"]
+        assert play["vars"]["lanekit_phase"] == play["tags"][0], play["name"]
+    first = phase_tasks()[0]
+    assert {k: first.get(k) for k in SKIP} == SKIP
+    # ... and the phase itself comes after it, never before.
+    assert all("meta" not in str(t) for t in phase_tasks()[1:])
+
+
+def test_the_wrapper_imports_the_phase_role_and_releases_the_lock_when_it_fails():
+    run = phase_tasks()[1]
+    assert run["block"][0]["ansible.builtin.import_role"]["name"] == "lanekit.serving.{{ lanekit_phase }}"
+    release = run["rescue"][0]
+    assert release["ansible.builtin.include_role"]["tasks_from"] == "unlock.yml"
+    assert release["vars"] == {"preflight_unlock_after_failure": True}
+
+
+@pytest.mark.parametrize(("playbook", "phases"), [
+    ("build_images.yml", ["image"]),
+    ("stage_weights.yml", ["weights", "cache"]),
+])
+def test_the_other_playbooks_wrap_their_phases_with_the_same_file(playbook, phases):
+    with open(os.path.join(ROOT, "playbooks", playbook), encoding="utf-8") as handle:
+        wrapped = [p for p in yaml.safe_load(handle)
+                   if any(t.get("ansible.builtin.import_tasks") == "tasks/phase.yml" for t in p.get("tasks", []))]
+    assert [p["vars"]["lanekit_phase"] for p in wrapped] == phases
+    assert "block" not in str([p["tasks"] for p in wrapped])
 
 
 def test_the_lock_is_released_also_when_the_phases_are_skipped():

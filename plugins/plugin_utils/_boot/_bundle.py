@@ -85,7 +85,7 @@ class Bundle:
         return full
 
     @staticmethod
-    def rank_dir(rank: int, host: str) -> str:
+    def rank_dir(rank: int | str, host: str) -> str:
         return os.path.join("ranks", f"r{rank}-{host}")
 
     def write_text(self, rel: str, text: str) -> str:
@@ -118,7 +118,7 @@ class Bundle:
                 dst.write(redact_text(line, self.secrets))
         os.replace(tmp, path)
 
-    def fetch_rank_files(self, rank: int, host: str, container: str, remote_files: list[str],
+    def fetch_rank_files(self, rank: int | str, host: str, container: str, remote_files: list[str],
                          fetch: Callable[[str, str], None]) -> list[str]:
         """Copy a node's full log and inspect of one container into the rank's folder."""
         names = {container + ".log": "full.log", container + ".inspect.json": "inspect.json"}

@@ -19,7 +19,8 @@ PLAY = """\
   hosts: all
   gather_facts: false
   vars:
-    image_plan: {name: demo, arch: arm64, spec_dir: /nonexistent, content_hash: abc, ref: "lanekit/demo:abc", pinned: true}
+    image_plan: {name: demo, arch: arm64, spec_dir: /nonexistent, content_hash: abc, ref: "lanekit/demo:abc", pinned: true,
+                 pin: {ref: "lanekit/demo:abc", content_hash: abc}}
     image_nodes: [n1, n2, n3]
     image_builder: n1
     image_lock_file: /nonexistent/image.lock.yml
