@@ -52,7 +52,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest
     plan_files,
     render_sums,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache import GIB, MIB, release_pages
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache_sys import GIB, MIB, release_pages
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_io import (
     StageLock,
     copy_and_hash,
