@@ -387,9 +387,9 @@ class CacheWarmth:
                 res["limited_by"] = "done"
             else:
                 w = pcwarm.warm_files([(os.path.join(self.path, *r.split("/")), sizes[r]) for r in order],
-                                  threads=p["threads"], block_size=p["block_size_mib"] * MIB, floor_bytes=floor,
-                                  free_key=free_key, budget_bytes=cap, max_seconds=p["max_seconds"],
-                                  skip_resident=p["method"] != "mincore")
+                                      threads=p["threads"], block_size=p["block_size_mib"] * MIB, floor_bytes=floor,
+                                      free_key=free_key, budget_bytes=cap, max_seconds=p["max_seconds"],
+                                      skip_resident=p["method"] != "mincore")
                 if w.errors:
                     raise LanekitError(f"Warming failed while reading: {'; '.join(w.errors[:5])}.")
                 res.update({"bytes_read": w.bytes_read, "bytes_skipped_resident": w.bytes_skipped_resident,

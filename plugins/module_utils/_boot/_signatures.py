@@ -32,12 +32,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ansible_collections.lanekit.serving.plugins.module_utils._boot._signature import (  # noqa: F401 - _re: the tests build signatures with it
-    CONSEQUENCE,
-    ROOT,
-    Signature,
-    _re,
-)
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._signature import ROOT, Signature
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._signatures_derived import DERIVED
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._signatures_fabric import FABRIC
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._signatures_ledger import LEDGER

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from typing import Any
+from typing import Any, cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import StreamRefused
 
@@ -244,8 +244,7 @@ class TarGate:
             self._member_done()
 
     def _body(self, chunk: bytes | bytearray | memoryview) -> None:
-        assert self.member is not None  # a body follows its header: _start set the member
-        name, size, route = self.member
+        name, size, route = cast(tuple[str, int, str], self.member)  # a body follows its header: _start set it
         if route.startswith("meta"):
             want = size - len(self.meta)
             if want > 0:
@@ -256,8 +255,7 @@ class TarGate:
                 self.captured[name] += chunk[:want]
 
     def _member_done(self) -> None:
-        assert self.member is not None  # called from _start or _body, after the member was set
-        _name, _size, route = self.member
+        _name, _size, route = cast(tuple[str, int, str], self.member)  # called once the member was set
         if route == "meta-x":
             self.pax = pax_records(bytes(self.meta))
         elif route == "meta-L":

