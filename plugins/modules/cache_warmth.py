@@ -274,7 +274,9 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache as pc
+from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache_budget as pcbudget
+from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache_sys as pc
+from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache_warm as pcwarm
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest import MANIFEST_NAME, load_manifest
 
 GIB = pc.GIB
@@ -320,7 +322,7 @@ class CacheWarmth:
         if p["threads"] < 1 or p["block_size_mib"] < 1:
             raise LanekitError("threads and block_size_mib must be at least 1.")
         sizes = self.files()
-        order = pc.order_for_rank(sizes, p["rank"], p["world_size"], p["priority_files"])
+        order = pcbudget.order_for_rank(sizes, p["rank"], p["world_size"], p["priority_files"])
         mi_before = pc.read_meminfo()
         uma, gpu = pc.detect_uma()
         if p["memory_model"] == "unified":
@@ -335,9 +337,9 @@ class CacheWarmth:
             device = mi_before.get("MemTotal", 0)
         if not 0.0 <= p["memory_fraction"] <= 1.0:
             raise LanekitError(f"memory_fraction must be between 0 and 1, not {p['memory_fraction']}.")
-        claim = pc.engine_claim_bytes(p["memory_fraction"], device)
+        claim = pcbudget.engine_claim_bytes(p["memory_fraction"], device)
         headroom = int(max(0.0, p["headroom_gib"]) * GIB)
-        floor = pc.memfree_floor(p["memory_fraction"], device, headroom)
+        floor = pcbudget.memfree_floor(p["memory_fraction"], device, headroom)
         # The engine on unified memory sizes itself from MemFree, so there the page cache must leave
         # MemFree above its claim. With a discrete GPU, page cache is reclaimable memory that competes
         # only with other cache: a busy host sits near MemFree=0 all the time, and a MemFree floor would
@@ -348,10 +350,10 @@ class CacheWarmth:
         sum_before = pc.summarize([before[r] for r in order], self.psize)
         unknown = sum_before["unknown_files"]
         if unknown:
-            reasons = sorted({before[r].reason for r in order if before[r].reason})
+            reasons = sorted({reason for reason in (before[r].reason for r in order) if reason})
             self.warn(f"Residency of {len(unknown)} file(s) is unknown ({'; '.join(reasons)}); it is reported "
                       "as unknown, not as warm.")
-        missing = [r for r in order if before[r].reason and before[r].reason.startswith("cannot open")]
+        missing = [r for r in order if (before[r].reason or "").startswith("cannot open")]
         if missing:
             # weights_verify is the gate for missing files; here they are reported and left out
             self.warn(f"{len(missing)} weight file(s) cannot be opened on this node and are left out: "
@@ -363,7 +365,7 @@ class CacheWarmth:
 
         non_resident = sum(max(0, sizes[r] - (before[r].resident_bytes(self.psize) or 0)) for r in order)
         cap = int(p["budget_gib"] * GIB) if p["budget_gib"] is not None else None
-        budget = pc.warm_budget(mi_before.get(free_key, 0), floor, non_resident, cap)
+        budget = pcbudget.warm_budget(mi_before.get(free_key, 0), floor, non_resident, cap)
         res: dict[str, Any] = {
             "changed": False, "path": self.path, "state": p["state"], "unified_memory": uma, "gpu_model": gpu,
             "residency_before": sum_before, "missing_files": missing, "bytes_read": 0, "bytes_skipped_resident": 0,
@@ -384,10 +386,10 @@ class CacheWarmth:
             elif not unknown and (non_resident == 0 or (sum_before.get("pct") or 0) >= p["min_resident_pct"]):
                 res["limited_by"] = "done"
             else:
-                w = pc.warm_files([(os.path.join(self.path, *r.split("/")), sizes[r]) for r in order],
-                                  threads=p["threads"], block_size=p["block_size_mib"] * MIB, floor_bytes=floor,
-                                  free_key=free_key, budget_bytes=cap, max_seconds=p["max_seconds"],
-                                  skip_resident=p["method"] != "mincore")
+                w = pcwarm.warm_files([(os.path.join(self.path, *r.split("/")), sizes[r]) for r in order],
+                                      threads=p["threads"], block_size=p["block_size_mib"] * MIB, floor_bytes=floor,
+                                      free_key=free_key, budget_bytes=cap, max_seconds=p["max_seconds"],
+                                      skip_resident=p["method"] != "mincore")
                 if w.errors:
                     raise LanekitError(f"Warming failed while reading: {'; '.join(w.errors[:5])}.")
                 res.update({"bytes_read": w.bytes_read, "bytes_skipped_resident": w.bytes_skipped_resident,
@@ -414,7 +416,7 @@ class CacheWarmth:
                 res["would_evict_bytes"] = resident
                 res["changed"] = resident > 0 or bool(unknown)
             else:
-                pc.evict_files([os.path.join(self.path, *r.split("/")) for r in order])
+                pcwarm.evict_files([os.path.join(self.path, *r.split("/")) for r in order])
                 after = self.measure(order)
         res["seconds"] = res["seconds"] or round(time.monotonic() - t0, 3)
         sum_after = pc.summarize([after[r] for r in order], self.psize)

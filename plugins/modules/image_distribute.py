@@ -271,9 +271,7 @@ commands:
   elements: list
 """
 
-import hashlib
 import json
-import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -290,39 +288,8 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_mod
     pin_options,
     run_docker_module,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import check_origin
 from ansible_collections.lanekit.serving.plugins.module_utils._image._relay_node import RelayNode, connect_socket
-from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import ReceiveSpool, docker_load
-from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
-    AUTH,
-    DATA,
-    END,
-    ERROR,
-    HEADER,
-    KEEPALIVE,
-    StreamError,
-    StreamMac,
-    StreamRefused,
-    TarGate,
-    ack_mac,
-    client_handshake,
-    json_frame,
-    read_head,
-    recv_exact,
-)
-
-BUFFER = 1 << 20
-
-
-class _DeltaFailed(Exception):
-    """The shortened stream failed (docker load refused it, or it stalled); the whole one is asked for."""
-
-
-def parse_source(source: str) -> tuple[str, int]:
-    host, sep, port = (source or "").rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise LanekitError(f"source {source!r} is not 'host:port' (the address and port of the image_serve task).")
-    return host.strip("[]"), int(port)
+from ansible_collections.lanekit.serving.plugins.module_utils._image._stream_client import DeltaFailed, StreamClient
 
 
 class ImageDistributor(DockerManager):
@@ -350,22 +317,6 @@ class ImageDistributor(DockerManager):
         self.docker.tag(registry_ref, self.params["ref"])
         return 0
 
-    def _connect(self, host: str, port: int) -> socket.socket:
-        deadline = time.monotonic() + self.params["connect_timeout"]
-        last = None
-        while True:
-            try:
-                return socket.create_connection((host, port), timeout=min(30, self.params["stream_timeout"]))
-            except OSError as exc:
-                last = exc
-            if time.monotonic() > deadline:
-                raise LanekitError(
-                    f"{self.host} could not reach the image source {host}:{port} for "
-                    f"{self.params['connect_timeout']} s ({last}); check that image_serve runs there and that the "
-                    f"port is open between the nodes (image_stream_port, image_stream_address)."
-                )
-            time.sleep(1.0)
-
     def _present_chains(self) -> list:
         """Chain IDs of every layer stack the local images hold (empty if they cannot be listed)."""
         try:
@@ -389,99 +340,16 @@ class ImageDistributor(DockerManager):
             return self._stream_once([])
         try:
             return self._stream_once(have)
-        except _DeltaFailed as failed:
+        except DeltaFailed as failed:
             self.module.warn(f"loading the shortened stream on {self.host} failed ({failed}); loading the whole image instead.")
             return self._stream_once([])
 
     def _stream_once(self, have: list) -> int:
-        host, port = parse_source(self.params["source"])
-        spool = ReceiveSpool(self.params["spool_dir"])
-        sock = None
-        stage = "auth"
+        client = StreamClient(self.params, self.host, self.docker.popen, tail)
         try:
-            sock = self._connect(host, port)
-            sock.settimeout(self.params["stream_timeout"])
-            key = client_handshake(sock, self.params["token"], self.params["client_name"] or self.host,
-                                   {"content_hash": self.params["content_hash"], "have": have})
-            mac = StreamMac(key)
-            digest = hashlib.sha256()
-            gate = TarGate(self.params["ref"], self.params["content_hash"], self.params["rootfs"] or "",
-                           self.params["config"] or "")
-            buf = bytearray(BUFFER)
-            view = memoryview(buf)
-            skipped = 0
-            header = None
-            stage = "stream"
-            while True:
-                # The timeout is per frame: a source that keeps sending (data or keep-alives) is waited for.
-                kind, length = read_head(sock)
-                if kind == ERROR:
-                    reason = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}").get("error", "")
-                    raise StreamRefused(str(reason)[:500] or "the source gave up without a reason") \
-                        if header is None else StreamError(str(reason)[:500])
-                if kind == END:
-                    end = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}")
-                    mac.check_end(end)
-                    if self.params.get("origin_key"):
-                        # Every node holds the stream's secret; only the builder can sign for this one.
-                        check_origin(end, self.params["client_name"] or self.host, self.params["origin_key"],
-                                     self.params["ref"], self.params["content_hash"], mac.data_bytes,
-                                     digest.hexdigest(), "the source")
-                    break
-                if kind not in (HEADER, DATA, KEEPALIVE) or (kind == DATA and header is None) or (kind == HEADER and header):
-                    raise StreamRefused(f"the source sent a {kind.decode('ascii', 'replace')} frame out of order")
-                mac.head(kind, length)
-                if kind == HEADER:
-                    payload = recv_exact(sock, length)
-                    mac.update(payload)
-                    header = json.loads(payload.decode("utf-8"))
-                    skipped = int(header.get("skipped_layers") or 0)
-                    self.skipped_layers = skipped
-                    continue
-                remaining = length
-                while remaining:
-                    got = sock.recv_into(view, min(BUFFER, remaining))
-                    if not got:
-                        raise StreamError(f"the stream ended after {mac.data_bytes - remaining} bytes, before its end marker")
-                    chunk = view[:got]
-                    mac.update(chunk)
-                    digest.update(chunk)
-                    spool.write(chunk)
-                    gate.feed(chunk)
-                    remaining -= got
-            if header is None:
-                raise StreamRefused("the source ended the stream without a header")
-            # The stream is the source's, unaltered, and the archive names only the pinned image:
-            # only now does docker load (its own tar reader, and the tags it applies) see a byte of it.
-            gate.verify()
-            stage = "load"
-            rc, out, err = docker_load(self.docker.popen, spool)
-            if rc != 0:
-                message = tail(err or out, 6)
-                self._ack(sock, key, {"loaded": False, "error": message, "retry": skipped > 0})
-                if skipped:
-                    raise _DeltaFailed(message)
-                raise LanekitError(f"docker load on {self.host} failed (exit {rc}) on the stream from {host}:{port}: {message}")
-            self._ack(sock, key, {"loaded": True})
-            return mac.data_bytes
-        except StreamRefused as exc:
-            who = "the image source" if stage == "auth" else "the stream from"
-            raise LanekitError(
-                f"{self.host} refused {who} {host}:{port}: {exc}. docker load never saw it and nothing from it was "
-                f"tagged; check that image_serve of this run holds the port (image_stream_port) and that nothing "
-                f"else listens there."
-            ) from None
-        except (StreamError, OSError, ValueError) as exc:
-            if have and stage in ("stream", "load"):
-                raise _DeltaFailed(str(exc) or type(exc).__name__) from None
-            raise LanekitError(
-                f"the image stream from {host}:{port} to {self.host} failed: {exc or type(exc).__name__}. Nothing "
-                f"incomplete was loaded; re-run to try again."
-            ) from None
+            return client.receive(have)
         finally:
-            if sock is not None:
-                sock.close()
-            spool.close()
+            self.skipped_layers = client.skipped_layers
 
     def _tags(self) -> set | None:
         """Every repo:tag the engine holds, or None when it cannot list them."""
@@ -504,19 +372,10 @@ class ImageDistributor(DockerManager):
             self.docker.run(["image", "rm", "--no-prune", tag], check=False)
         return dropped
 
-    @staticmethod
-    def _ack(sock, key: bytes, ack: dict) -> None:
-        ack = dict(ack)
-        ack["mac"] = ack_mac(key, ack)
-        try:
-            sock.sendall(json_frame(AUTH, ack))
-        except OSError:
-            pass  # the acknowledgement only feeds the source's report
-
     def _summary(self, result: dict) -> str:
         name = self.params["client_name"] or self.host
         text = {"current": "already current", "retagged": "re-tagged a local copy", "pulled": "pulled by digest",
-                "would-fetch": "would fetch the image", "would-retag": "would re-tag a local copy"}.get(result["action"])
+                "would-fetch": "would fetch the image", "would-retag": "would re-tag a local copy"}.get(result["action"]) or ""
         if result["action"] == "loaded":
             via = "relay" if self.params["method"] == "relay" else "stream"
             text = (f"loaded {result['bytes'] / (1 << 20):.1f} MiB from the {via} in {result['seconds']} s"

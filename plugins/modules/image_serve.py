@@ -184,7 +184,6 @@ seconds:
   type: float
 """
 
-import hashlib
 import json
 import os
 import socket
@@ -197,7 +196,6 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import (
     DockerCLI,
-    chain_ids,
     image_pin,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
@@ -205,50 +203,24 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_mod
     pin_options,
     run_docker_module,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_map
 from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import (  # noqa: F401 - stale_spools is part of this module's surface
-    CHUNK,
     SPOOL_PREFIX,
     SaveSpool,
     stale_spools,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
-    AUTH,
-    DATA,
-    ERROR,
-    HEADER,
-    KEEPALIVE,
-    PreAuth,
-    StreamError,
-    StreamMac,
-    StreamRefused,
-    check_ack,
-    json_frame,
-    read_json,
-    server_handshake,
-)
+from ansible_collections.lanekit.serving.plugins.module_utils._image._stream_server import StreamServer
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
-
-AUTH_TIMEOUT = 15.0       # in all, for the whole handshake (not per read)
-PREAUTH_PER_PEER = 2      # unproven connections one address may hold at once
 
 
 class ImageServer(DockerManager):
     def __init__(self, module: AnsibleModule, docker: DockerCLI) -> None:
         super().__init__(module, docker)
-        self.lock = threading.Lock()
-        self.served: list[dict] = []
-        self.active = 0
+        self.stream = StreamServer(self.params, self.params["max_connections"] or self.params["clients"] + 8)
         self.refused_connections = 0
-        self.preauth: PreAuth | None = None
-        self.last_activity = time.monotonic()
-        self.layers: list = []
-        self.chains: list = []
 
     def _check_image(self) -> dict:
         inspect = self.docker.inspect_image(self.params["ref"])
-        self.layers = list(((inspect or {}).get("RootFS") or {}).get("Layers") or [])
-        self.chains = chain_ids(self.layers)
+        self.stream.use_layers(list(((inspect or {}).get("RootFS") or {}).get("Layers") or []))
         pin = image_pin(inspect)
         problem = self.pin_problem(pin)
         if problem:
@@ -257,147 +229,6 @@ class ImageServer(DockerManager):
                 f"(lanekit.serving.image_build) or pick a source node that holds it."
             )
         return pin
-
-    def _present_layers(self, have) -> int:
-        """How many bottom layers of the image the target already holds (by chain ID)."""
-        if not isinstance(have, list) or not have:
-            return 0
-        present = set(str(item) for item in have)
-        for count in range(len(self.chains), 0, -1):
-            if self.chains[count - 1] in present:
-                return count
-        return 0
-
-    def _touch(self) -> None:
-        with self.lock:
-            self.last_activity = time.monotonic()
-
-    def _send_file(self, conn: socket.socket, mac: StreamMac, handle, offset: int, count: int, digest=None) -> None:
-        conn.sendall(mac.head(DATA, count))
-        done = 0
-        while done < count:
-            data = os.pread(handle.fileno(), min(count - done, CHUNK), offset + done)
-            if not data:
-                raise StreamError(f"the spool ended at {offset + done} bytes")
-            mac.update(data)
-            if digest is not None:
-                digest.update(data)
-            conn.sendall(data)
-            done += len(data)
-        self._touch()
-
-    def _send_ranges(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, ranges: list) -> str:
-        """Send the shortened stream; returns the sha256 of its bytes (signed for the target)."""
-        digest = hashlib.sha256()
-        with open(spool.path, "rb") as handle:
-            for start, end in ranges:
-                offset = start
-                while offset < end:
-                    count = min(end - offset, CHUNK)
-                    self._send_file(conn, mac, handle, offset, count, digest)
-                    offset += count
-        # The end-of-archive marker: two zero blocks.
-        digest.update(bytes(1024))
-        conn.sendall(mac.frame(DATA, bytes(1024)))
-        return digest.hexdigest()
-
-    def _wait_for_delta(self, conn: socket.socket, mac: StreamMac, spool: SaveSpool, skip: int):
-        """Byte ranges of the shortened stream, or None (send everything). Keep-alive frames go out
-        while the save runs, so the target sees progress however long the save takes."""
-        deadline = time.monotonic() + self.params["max_seconds"]
-        while not spool.wait_done(self.params["keepalive"]):
-            if time.monotonic() > deadline:
-                return None
-            conn.sendall(mac.frame(KEEPALIVE))
-            self._touch()
-        if spool.error:
-            return None
-        return spool.delta_ranges(skip, len(self.layers))
-
-    def _handle(self, conn: socket.socket, peer: str, spool: SaveSpool) -> None:
-        record = {"peer": peer, "client": "", "bytes": 0, "seconds": 0.0, "loaded": False, "error": "",
-                  "skipped_layers": 0, "retry": False, "valid": False, "acked": False}
-        start = time.monotonic()
-        preauth = True
-        try:
-            try:
-                request, record["client"], key = server_handshake(conn, self.params["token"], AUTH_TIMEOUT)
-            except StreamRefused as exc:
-                record["error"] = f"refused: {exc}"
-                conn.sendall(json_frame(ERROR, {"error": "refused: the client did not prove this run's secret"}))
-                return
-            finally:
-                self.preauth.release(peer)
-                preauth = False
-            record["valid"] = True
-            mac = StreamMac(key)
-            conn.settimeout(max(60.0, 4 * self.params["keepalive"]))
-            if request.get("content_hash") != self.params["content_hash"]:
-                conn.sendall(json_frame(ERROR, {"error": (
-                    f"this source serves content hash {self.params['content_hash'][:12]}, "
-                    f"not {str(request.get('content_hash'))[:12]}")}))
-                record["error"] = "asked for another image"
-                return
-            # A relayed node that re-routes asks for the rest of the stream from the byte it reached.
-            start_at = max(0, int(request.get("offset") or 0))
-            skip = 0 if start_at else self._present_layers(request.get("have"))
-            ranges = self._wait_for_delta(conn, mac, spool, skip) if skip else None
-            record["skipped_layers"] = skip if ranges is not None else 0
-            conn.sendall(mac.frame(HEADER, json.dumps(
-                {"ok": True, "ref": self.params["ref"], "content_hash": self.params["content_hash"],
-                 "skipped_layers": record["skipped_layers"], "offset": start_at}, sort_keys=True).encode("utf-8")))
-            conn.settimeout(600)
-            shortened = ""
-            if ranges is not None:
-                shortened = self._send_ranges(conn, mac, spool, ranges)
-            else:
-                offset = start_at
-                with open(spool.path, "rb") as handle:
-                    while True:
-                        end, done, error = spool.wait_beyond(offset, self.params["keepalive"])
-                        if error:
-                            record["error"] = error
-                            conn.sendall(json_frame(ERROR, {"error": f"the source failed: {error[:500]}"}))
-                            return
-                        if end > offset:
-                            count = min(end - offset, CHUNK)
-                            self._send_file(conn, mac, handle, offset, count)
-                            offset += count
-                        elif done:
-                            break
-                        else:
-                            conn.sendall(mac.frame(KEEPALIVE))
-            record["bytes"] = mac.data_bytes
-            extra = {}
-            if self.params.get("origin_secret"):
-                # Signed per node with a key no other node holds: the whole save (a relayed or
-                # re-routed node hashes it from byte 0 across hops), or this shortened stream.
-                total, sha = (spool.written, spool.sha256) if ranges is None else (mac.data_bytes, shortened)
-                extra = {"total": total, "origin": origin_map(
-                    self.params["origin_secret"], self.params["origin_nodes"], self.params["ref"],
-                    self.params["content_hash"], total, sha)}
-            conn.sendall(mac.end_frame(extra))
-            conn.settimeout(self.params["max_seconds"])
-            ack = read_json(conn, AUTH)
-            check_ack(key, ack)  # constant time: the MAC is not probed byte by byte
-            record["acked"] = True
-            record["loaded"] = bool(ack.get("loaded"))
-            record["retry"] = bool(ack.get("retry"))
-            record["error"] = str(ack.get("error", ""))[:2000]
-        except (OSError, StreamError) as exc:
-            record["error"] = record["error"] or str(exc)
-        finally:
-            if preauth:
-                self.preauth.release(peer)
-            record["seconds"] = round(time.monotonic() - start, 2)
-            try:
-                conn.close()
-            except OSError:
-                pass
-            with self.lock:
-                self.served.append(record)
-                self.active -= 1
-                self.last_activity = time.monotonic()
 
     def _ready(self, payload: dict) -> None:
         """Tell the role (which waits for this file) that the server listens, or why it does not."""
@@ -449,8 +280,8 @@ class ImageServer(DockerManager):
                 pass
         spool_path = os.path.join(spool_dir, f"{SPOOL_PREFIX}{params['content_hash'][:12]}-{os.getpid()}.tar")
         listener = self._listen()
-        cap = params["max_connections"] or params["clients"] + 8
-        self.preauth = PreAuth(per_peer=PREAUTH_PER_PEER, total=cap)
+        stream = self.stream
+        cap = stream.preauth.total
         self._ready({"listening": True, "pid": os.getpid(), "port": params["port"]})
         spool = SaveSpool(self.docker, params["ref"], spool_path)
         start = time.monotonic()
@@ -458,11 +289,11 @@ class ImageServer(DockerManager):
         threads = []
         try:
             while True:
-                with self.lock:
+                with stream.lock:
                     # A target that loaded, or failed for good, is done; one that will retry is not, nor one
                     # that dropped the connection (it falls back to the whole stream after a failed delta).
-                    finished = sum(1 for item in self.served if item["acked"] and not item["retry"])
-                    active, idle = self.active, time.monotonic() - self.last_activity
+                    finished = sum(1 for item in stream.served if item["acked"] and not item["retry"])
+                    active, idle = stream.active, time.monotonic() - stream.last_activity
                 if finished >= params["clients"] or time.monotonic() - start > params["max_seconds"]:
                     break
                 if params.get("stop_file") and os.path.exists(params["stop_file"]) and active == 0:
@@ -475,19 +306,19 @@ class ImageServer(DockerManager):
                     conn, address = listener.accept()
                 except TimeoutError:
                     continue
-                with self.lock:
+                with stream.lock:
                     # Proven connections count against the cap, unproven ones against their own
                     # budget (a few per address): a host that knocks many times cannot take the nodes' slots.
-                    full = self.active - self.preauth.count() >= cap or not self.preauth.admit(address[0])
+                    full = stream.active - stream.preauth.count() >= cap or not stream.preauth.admit(address[0])
                     if not full:
-                        self.active += 1
-                        self.last_activity = time.monotonic()
+                        stream.active += 1
+                        stream.last_activity = time.monotonic()
                 if full:
                     # More connections than nodes: someone else is knocking; do not let them exhaust us.
                     self.refused_connections += 1
                     conn.close()
                     continue
-                thread = threading.Thread(target=self._handle, args=(conn, address[0], spool), daemon=True)
+                thread = threading.Thread(target=stream.handle, args=(conn, address[0], spool), daemon=True)
                 thread.start()
                 threads.append(thread)
         finally:
@@ -501,9 +332,9 @@ class ImageServer(DockerManager):
                 pass
         if spool.error:
             raise LanekitError(f"{self.docker.host} could not serve {params['ref']}: {spool.error}")
-        loaded = sum(1 for item in self.served if item["loaded"])
-        refused = sum(1 for item in self.served if not item["valid"]) + self.refused_connections
-        result = {"changed": False, "served": self.served, "loaded": loaded, "bytes": spool.written, "refused": refused,
+        loaded = sum(1 for item in stream.served if item["loaded"])
+        refused = sum(1 for item in stream.served if not item["valid"]) + self.refused_connections
+        result = {"changed": False, "served": stream.served, "loaded": loaded, "bytes": spool.written, "refused": refused,
                   "save_seconds": spool.seconds, "seconds": round(time.monotonic() - start, 2), "pin": pin}
         if loaded < params["clients"]:
             self.module.warn(f"{self.docker.host} served {params['ref']} to {loaded} of {params['clients']} nodes; "

@@ -177,7 +177,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.module_utils._redact import redact_inspect, redact_text, secretish
-from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache import parse_meminfo
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache_sys import parse_meminfo
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 # The plan labels containers io.lanekit.<key>; plain lanekit.<key> is read too.

@@ -359,7 +359,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # no
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._weights import _stage_revisions as revs  # noqa: E402
-from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache import MIB  # noqa: E402
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache_sys import MIB  # noqa: E402
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_sources import (  # noqa: E402
     HubSource,
     LocalSource,

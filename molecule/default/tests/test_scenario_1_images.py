@@ -218,7 +218,7 @@ def test_the_pinned_config_is_what_the_nodes_and_the_saved_image_say():
     import sys
     sys.path.insert(0, os.path.join(ROOT, ".collections"))
     from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import image_pin
-    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import TarGate
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._targate import TarGate
     image = plan()["image"]
     lock_path = os.path.join(ROOT, ".sim", "locks", "mistral-large4-vllm.image.lock.yml")
     with open(lock_path, encoding="utf-8") as handle:

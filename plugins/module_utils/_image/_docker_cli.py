@@ -31,7 +31,7 @@ import subprocess
 import time
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import config_digest_of_inspect
+from ansible_collections.lanekit.serving.plugins.module_utils._image._targate import config_digest_of_inspect
 
 LABEL_CONTENT_HASH = "io.lanekit.content-hash"
 LABEL_BASE_DIGEST = "io.lanekit.base-digest"

@@ -4,14 +4,14 @@
 """The relay of the image stream: nodes in a chain (builder -> n1 -> n2 -> ...) each pipe what they
 receive into ``docker load`` and forward the same bytes to the next node, over the same protocol.
 
-Every hop is a lanekit image stream (``_image_stream``): both ends prove the run's secret and the
-hop's keyed digest is checked. Because every node holds that secret, the hop digest alone cannot
-tell a relay's forgery from the builder's bytes; so the builder also signs the whole archive for
-each node with a key only that node and the builder know (``origin_key``: HMAC-SHA256 of the node's
-name under a secret only the builder receives, made on the controller). The relays pass those
-signatures on unchanged; a node checks its own over the sha256 of every byte it received before
-it lets ``docker load`` see the archive's manifests. A relay that alters a byte is caught by its
-successor.
+Every hop is a lanekit image stream (``_stream``: its sender and its frame loop are the plain
+stream's too): both ends prove the run's secret and the hop's keyed digest is checked. Because every
+node holds that secret, the hop digest alone cannot tell a relay's forgery from the builder's bytes;
+so the builder also signs the whole archive for each node with a key only that node and the builder
+know (``origin_key``: HMAC-SHA256 of the node's name under a secret only the builder receives, made
+on the controller). The relays pass those signatures on unchanged; a node checks its own over the
+sha256 of every byte it received before it lets ``docker load`` see the archive's manifests. A relay
+that alters a byte is caught by its successor.
 
 A request may carry an ``offset``: a node whose predecessor failed mid-stream asks the builder
 (which still holds the spool) for the rest. If the builder's signature then fails over the whole,
@@ -30,24 +30,17 @@ from __future__ import annotations
 import collections
 import hashlib
 import hmac
-import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
-    AUTH,
-    DATA,
-    ERROR,
-    HEADER,
-    KEEPALIVE,
     PreAuth,
+    Sender,
     StreamError,
-    StreamMac,
     StreamRefused,
-    check_ack,
-    json_frame,
-    read_json,
+    refuse,
     server_handshake,
 )
 
@@ -114,7 +107,8 @@ def origin_map(secret: str, names: list, ref: str, content_hash: str, total: int
 def check_origin(end: dict, me: str, key: str, ref: str, content_hash: str, total: int, sha256_hex: str,
                  via: str) -> None:
     """Refuse unless the end frame carries the builder's signature of exactly these bytes for ``me``."""
-    signatures = end.get("origin") if isinstance(end.get("origin"), dict) else {}
+    origin = end.get("origin")
+    signatures = origin if isinstance(origin, dict) else {}
     given = signatures.get(me)
     if end.get("total") != total:
         raise StreamRefused(f"{via} announced {end.get('total')} bytes in all but {total} arrived")
@@ -139,7 +133,7 @@ class RelayWindow:
     the builder's ``docker save`` may take minutes before any byte flows, and a deadline spent by then
     would let the window trim the start of the stream and send a late successor to the builder."""
 
-    def __init__(self, limit: int, stall: float, clock=time.monotonic, wait_first: float = 0.0,
+    def __init__(self, limit: int, stall: float, clock: Callable[[], float] = time.monotonic, wait_first: float = 0.0,
                  min_rate: float = 0.0) -> None:
         self.limit = max(int(limit), CHUNK)
         self.stall = stall
@@ -178,7 +172,7 @@ class RelayWindow:
     def _lagging(self) -> bool:
         return bool(self.readers) and self.end - min(self.readers.values()) > self.limit
 
-    def append(self, data) -> list:
+    def append(self, data: bytes | bytearray | memoryview) -> list:
         """Add received bytes; returns the readers dropped for stalling or crawling (usually none)."""
         data = bytes(data)
         dropped = []
@@ -220,7 +214,7 @@ class RelayWindow:
             self.chunks.popleft()
         self.base = self.chunks[0][0] if self.chunks else self.end
 
-    def read(self, reader: int, timeout: float):
+    def read(self, reader: int, timeout: float) -> bytes | None:
         """Next bytes for ``reader``: data, b"" at the end of a finished stream, None on timeout."""
         with self.cond:
             for attempt in (0, 1):
@@ -298,9 +292,12 @@ class RelayServer:
         self.threads.append(thread)
 
     def _accept(self) -> None:
+        listener = self.listener
+        if listener is None:  # not reached: listen() sets it before it starts this thread
+            return
         while not self.closed:
             try:
-                conn, address = self.listener.accept()
+                conn, address = listener.accept()
             except TimeoutError:
                 continue
             except OSError:
@@ -331,7 +328,7 @@ class RelayServer:
                 preauth = False
             record["valid"] = True
             if self.successor is not None and record["client"] != self.successor:
-                conn.sendall(json_frame(ERROR, {"error": f"{self.me} relays only to {self.successor}, its successor"}))
+                refuse(conn, f"{self.me} relays only to {self.successor}, its successor")
                 record["error"] = f"not the successor {self.successor}"
                 return
             with self.lock:
@@ -340,47 +337,44 @@ class RelayServer:
                 else:
                     busy, self.reading, reading = False, True, True
             if busy:
-                conn.sendall(json_frame(ERROR, {"error": f"{self.me} already relays to {self.successor}"}))
+                refuse(conn, f"{self.me} already relays to {self.successor}")
                 record["error"] = "a second connection for the successor"
                 return
             if request.get("content_hash") != self.content_hash:
-                conn.sendall(json_frame(ERROR, {"error": f"{self.me} relays content hash {self.content_hash[:12]}"}))
+                refuse(conn, f"{self.me} relays content hash {self.content_hash[:12]}")
                 record["error"] = "asked for another image"
                 return
             record["offset"] = offset = int(request.get("offset") or 0)
             try:
                 reader = self.window.join(offset)
             except StreamError as exc:
-                conn.sendall(json_frame(ERROR, {"error": f"{self.me} cannot relay from offset {offset}: {exc}"}))
+                refuse(conn, f"{self.me} cannot relay from offset {offset}: {exc}")
                 record["error"] = str(exc)
                 return
-            mac = StreamMac(key)
+            sender = Sender(conn, key)
             conn.settimeout(max(60.0, 4 * self.keepalive))
-            conn.sendall(mac.frame(HEADER, json.dumps(
-                {"ok": True, "ref": self.ref, "content_hash": self.content_hash, "skipped_layers": 0,
-                 "offset": offset, "relay": self.me}, sort_keys=True).encode("utf-8")))
+            sender.header({"ok": True, "ref": self.ref, "content_hash": self.content_hash, "skipped_layers": 0,
+                           "offset": offset, "relay": self.me})
             while True:
                 piece = self.window.read(reader, self.keepalive)
                 if piece is None:
-                    conn.sendall(mac.frame(KEEPALIVE))
+                    sender.keepalive()
                 elif piece:
-                    conn.sendall(mac.frame(DATA, piece))
+                    sender.data(piece)
                 else:
                     break
-            record["bytes"] = mac.data_bytes
+            record["bytes"] = sender.data_bytes
             done = self.window.done or {}
-            conn.sendall(mac.end_frame({"origin": done.get("origin") or {}, "total": done.get("total")}))
-            conn.settimeout(self.ack_timeout)
-            ack = read_json(conn, AUTH)
+            sender.end({"origin": done.get("origin") or {}, "total": done.get("total")})
             # Only the successor's own acknowledgement counts as "served to the end".
-            check_ack(key, ack)
+            ack = sender.read_ack(self.ack_timeout)
             record["acked"] = True
             record["loaded"] = bool(ack.get("loaded"))
             record["error"] = str(ack.get("error", ""))[:500]
         except RelayAborted as exc:
             record["error"] = str(exc)
             try:
-                conn.sendall(json_frame(ERROR, {"error": f"{self.me} stopped relaying: {exc}"}))
+                refuse(conn, f"{self.me} stopped relaying: {exc}")
             except OSError:
                 pass
         except (OSError, StreamError, ValueError) as exc:
@@ -401,7 +395,7 @@ class RelayServer:
                 self.active -= 1
                 self.lock.notify_all()
 
-    def wait_successor(self, name: str, deadline: float, clock=time.monotonic) -> bool:
+    def wait_successor(self, name: str, deadline: float, clock: Callable[[], float] = time.monotonic) -> bool:
         """After this node finished: wait until ``name`` has been served to the end (or gave up on
         us and left), or until ``deadline``. True when it was served to the end."""
         with self.lock:

@@ -7,14 +7,16 @@ stalls or dies, check the builder's origin signature over every byte, and only t
 to ``docker load``.
 
 Used by ``image_distribute`` with ``method=relay``; the chain logic and the successor's listener are
-in ``_image_relay``.
+in ``_relay``, the frame loop of each hop is the stream's own (``_stream.receive``), shared with the
+plain stream (``_stream_client``).
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import socket
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import (
@@ -27,31 +29,22 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._relay impo
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import ReceiveSpool, docker_load
 from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
-    AUTH,
-    DATA,
-    END,
-    ERROR,
-    HEADER,
-    KEEPALIVE,
     StreamError,
-    StreamMac,
     StreamRefused,
-    TarGate,
-    ack_mac,
     client_handshake,
-    json_frame,
-    read_head,
-    recv_exact,
+    receive,
+    send_ack,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._image._targate import TarGate
 
-BUFFER = 1 << 20
 BUILDER_ATTEMPTS = 3
 
 
 class RelayNode:
     """Receive, check, forward and load the image on one node of the chain."""
 
-    def __init__(self, params: dict, host: str, popen, tail, connect) -> None:
+    def __init__(self, params: dict, host: str, popen: Callable[..., Any], tail: Callable[..., str],
+                 connect: Callable[[str, int, float], socket.socket]) -> None:
         self.params = params
         self.host = host
         self.me = params["client_name"] or host
@@ -62,6 +55,12 @@ class RelayNode:
         self.served: list = []
         self.spool: ReceiveSpool | None = None
         self._reset()
+
+    def _spool(self) -> ReceiveSpool:
+        """The spool of this run (made by :meth:`run` before anything is received)."""
+        if self.spool is None:
+            raise StreamError("the relay node received before it had a spool")  # not reached: run() makes it first
+        return self.spool
 
     def _reset(self) -> None:
         self.digest = hashlib.sha256()
@@ -102,7 +101,7 @@ class RelayNode:
                 self._load(sock, key)
             finally:
                 self._close(sock)
-                if server is not None:
+                if server is not None and after is not None:
                     server.wait_successor(after, time.monotonic() + params["stream_timeout"])
                     self.served = list(server.records)
             return self.received
@@ -111,7 +110,7 @@ class RelayNode:
                 server.close()
             self.spool.close()
 
-    def _receive(self, window: RelayWindow):
+    def _receive(self, window: RelayWindow) -> tuple[socket.socket, bytes]:
         """Receive until the builder's signature over every byte matched; returns (socket, key)."""
         params = self.params
         sources = relay_sources(params["relay_chain"], self.me, params["relay_peers"], params["source"])
@@ -162,17 +161,17 @@ class RelayNode:
         window.finish({"origin": end.get("origin") or {}, "total": self.received})
         return sock, key
 
-    def _load(self, sock, key: bytes) -> None:
+    def _load(self, sock: socket.socket, key: bytes) -> None:
         try:
-            rc, out, err = docker_load(self.popen, self.spool)
+            rc, out, err = docker_load(self.popen, self._spool())
         except OSError as exc:
             rc, out, err = 127, b"", str(exc).encode()
         message = self.tail(err or out, 6)
-        self._ack(sock, key, {"loaded": rc == 0, "error": message if rc else ""})
+        send_ack(sock, key, {"loaded": rc == 0, "error": message if rc else ""})
         if rc != 0:
             raise LanekitError(f"docker load on {self.host} failed (exit {rc}) on the relayed image: {message}")
 
-    def _hop(self, name: str, source: str, window: RelayWindow):
+    def _hop(self, name: str, source: str, window: RelayWindow) -> tuple[socket.socket, bytes, dict]:
         """One connection: returns (socket, session key, end frame) once the hop digest matched."""
         params = self.params
         host, _sep, port = source.rpartition(":")
@@ -183,61 +182,28 @@ class RelayNode:
             key = client_handshake(sock, params["token"], self.me,
                                    {"content_hash": params["content_hash"], "have": [], "offset": self.received,
                                     "relay": True})
-            mac = StreamMac(key)
-            buf = bytearray(BUFFER)
-            view = memoryview(buf)
-            header = None
-            while True:
-                kind, length = read_head(sock)
-                if kind == ERROR:
-                    reason = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}").get("error", "")
-                    raise StreamError(str(reason)[:500] or "the source gave up without a reason")
-                if kind == END:
-                    end = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}")
-                    mac.check_end(end)
-                    if header is None:
-                        raise StreamRefused("the source ended the stream without a header")
-                    return sock, key, end
-                if kind not in (HEADER, DATA, KEEPALIVE) or (kind == DATA and header is None) or (kind == HEADER and header):
-                    raise StreamRefused(f"the source sent a {kind.decode('ascii', 'replace')} frame out of order")
-                mac.head(kind, length)
-                if kind == HEADER:
-                    payload = recv_exact(sock, length)
-                    mac.update(payload)
-                    header = json.loads(payload.decode("utf-8"))
-                    if int(header.get("offset") or 0) != self.received or header.get("skipped_layers"):
-                        raise StreamRefused(f"the source answered from offset {header.get('offset')}, not {self.received}")
-                    continue
-                remaining = length
-                while remaining:
-                    got = sock.recv_into(view, min(BUFFER, remaining))
-                    if not got:
-                        raise StreamError("the connection closed in the middle of a frame")
-                    chunk = view[:got]
-                    if relay:
-                        self.from_relay = name
-                    mac.update(chunk)
-                    self.digest.update(chunk)
-                    self.received += got
-                    self.spool.write(chunk)
-                    window.append(chunk)
-                    self.gate.feed(chunk)
-                    remaining -= got
+
+            def on_header(header: dict) -> None:
+                if int(header.get("offset") or 0) != self.received or header.get("skipped_layers"):
+                    raise StreamRefused(f"the source answered from offset {header.get('offset')}, not {self.received}")
+
+            def on_data(chunk: memoryview) -> None:
+                if relay:
+                    self.from_relay = name
+                self.digest.update(chunk)
+                self.received += len(chunk)
+                self._spool().write(chunk)
+                window.append(chunk)
+                self.gate.feed(chunk)
+
+            _header, end, _bytes = receive(sock, key, on_header, on_data, relay_hop=True)
+            return sock, key, end
         except BaseException:
             self._close(sock)
             raise
 
     @staticmethod
-    def _ack(sock, key: bytes, ack: dict) -> None:
-        ack = dict(ack)
-        ack["mac"] = ack_mac(key, ack)
-        try:
-            sock.sendall(json_frame(AUTH, ack))
-        except OSError:
-            pass  # the acknowledgement only feeds the source's report
-
-    @staticmethod
-    def _close(sock) -> None:
+    def _close(sock: socket.socket | None) -> None:
         if sock is not None:
             try:
                 sock.close()

@@ -2,12 +2,14 @@
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """The node-to-node image stream protocol: mutual proof of the run's secret, typed frames under a
-keyed digest of the whole stream, and the tar gate that keeps a ``docker save`` archive's tags
-away from ``docker load`` until the stream and the image it names are proven.
+keyed digest of the whole stream, and the one frame loop of each end (:func:`receive` for a target,
+:class:`Sender` for a source). The tar gate that keeps a ``docker save`` archive's tags away from
+``docker load`` until the stream and the image it names are proven is ``_targate``.
 
-Pure (sockets are any object with ``sendall``/``recv``): ``image_serve`` (source) and
-``image_distribute`` (target) share it, and a node that forwards what it receives can run both
-ends with the same secret (every hop authenticates and checks its own digest).
+Pure (sockets are any object with ``sendall``/``recv``): the plain stream (``_stream_server`` in
+``image_serve``, ``_stream_client`` in ``image_distribute``) and every relay hop (``_relay``,
+``_relay_node``) share it, and a node that forwards what it receives can run both ends with the
+same secret (every hop authenticates and checks its own digest).
 
 One TCP connection, frames of ``type (1 byte) + length (8 bytes, big endian) + payload``:
 
@@ -27,11 +29,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import posixpath
 import secrets
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeGuard
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
@@ -72,7 +74,7 @@ def json_frame(kind: bytes, payload: dict) -> bytes:
     return frame(kind, json.dumps(payload, sort_keys=True).encode("utf-8"))
 
 
-def recv_exact(sock, count: int, deadline: float | None = None) -> bytes:
+def recv_exact(sock: Any, count: int, deadline: float | None = None) -> bytes:
     """``count`` bytes; with ``deadline`` (``time.monotonic``) the last of them must come before it."""
     data = bytearray()
     while len(data) < count:
@@ -93,7 +95,7 @@ def recv_exact(sock, count: int, deadline: float | None = None) -> bytes:
     return bytes(data)
 
 
-def read_head(sock, limit: int | None = None, deadline: float | None = None) -> tuple[bytes, int]:
+def read_head(sock: Any, limit: int | None = None, deadline: float | None = None) -> tuple[bytes, int]:
     head = recv_exact(sock, FRAME_HEAD, deadline)
     kind, length = head[:1], int.from_bytes(head[1:], "big")
     if kind not in _TYPES:
@@ -104,7 +106,7 @@ def read_head(sock, limit: int | None = None, deadline: float | None = None) -> 
     return kind, length
 
 
-def read_json(sock, expect: bytes = AUTH, limit: int | None = None, deadline: float | None = None) -> dict:
+def read_json(sock: Any, expect: bytes = AUTH, limit: int | None = None, deadline: float | None = None) -> dict:
     kind, length = read_head(sock, limit, deadline)
     payload = recv_exact(sock, length, deadline)
     if kind == ERROR:
@@ -146,15 +148,15 @@ def session_key(secret: str, client_nonce: str, server_nonce: str) -> bytes:
     return hmac.new(_key(secret), body.encode("utf-8"), hashlib.sha256).digest()
 
 
-def check_proof(given, expected: str) -> bool:
+def check_proof(given: object, expected: str) -> bool:
     return isinstance(given, str) and hmac.compare_digest(given.encode("ascii", "replace"), expected.encode("ascii"))
 
 
-def _valid_nonce(value) -> bool:
+def _valid_nonce(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and len(value) == 2 * NONCE_BYTES and all(c in "0123456789abcdef" for c in value)
 
 
-def client_handshake(sock, secret: str, client: str, request: dict) -> bytes:
+def client_handshake(sock: Any, secret: str, client: str, request: dict) -> bytes:
     """The target's side: send a nonce, require the source's proof, then prove itself.
     Returns the session key. Raises StreamRefused when the source does not hold the secret."""
     cnonce = new_nonce()
@@ -169,7 +171,7 @@ def client_handshake(sock, secret: str, client: str, request: dict) -> bytes:
     return session_key(secret, cnonce, snonce)
 
 
-def server_handshake(sock, secret: str, seconds: float | None = None) -> tuple[dict, str, bytes]:
+def server_handshake(sock: Any, secret: str, seconds: float | None = None) -> tuple[dict, str, bytes]:
     """The source's side: answer the target's nonce with a proof, then require the target's.
     Returns (request, client name, session key); raises StreamRefused for a wrong proof, an
     over-long hello or request, or a handshake not finished within ``seconds`` in all
@@ -247,7 +249,7 @@ class StreamMac:
             self.data_bytes += length
         return head
 
-    def update(self, payload) -> None:
+    def update(self, payload: bytes | bytearray | memoryview) -> None:
         self._mac.update(payload)
 
     def frame(self, kind: bytes, payload: bytes = b"") -> bytes:
@@ -267,324 +269,118 @@ class StreamMac:
             raise StreamRefused("the digest of the stream does not match the source's (the data was altered on the way)")
 
 
-# --- the pin of an image's configuration --------------------------------------------------------
-# The fields of the image configuration that decide what a container runs; the digest over them is
-# the same whether it is read from ``docker image inspect`` or from the config blob in a save, and
-# whatever the image store.
-CONFIG_KEYS = ("Cmd", "Entrypoint", "Env", "ExposedPorts", "Healthcheck", "Labels", "OnBuild", "Shell",
-               "StopSignal", "User", "Volumes", "WorkingDir")
-_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64/v8": "arm64"}
+# --- one stream after the handshake: the frame loop, written once for every end ------------------
+# A target reads into one reused buffer of this size (the data frames are larger: read in pieces).
+BUFFER = 1 << 20
 
 
-def config_digest(arch: str, os_name: str, config: dict | None, layers: list | None) -> str:
-    """sha256 over the run-relevant configuration, the platform and the layer list; '' without layers."""
-    if not layers:
-        return ""
-    config = config or {}
-    kept = {key: config[key] for key in CONFIG_KEYS if config.get(key) not in (None, "", [], {})}
-    text = (arch or "").strip().lower()
-    doc = {"arch": _ARCH.get(text, text), "os": (os_name or "linux").lower(), "config": kept, "layers": list(layers)}
-    return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+def receive(sock: Any, key: bytes, on_header: Callable[[dict], None], on_data: Callable[[memoryview], None],
+            on_end: Callable[[dict, int], None] | None = None, relay_hop: bool = False) -> tuple[dict, dict, int]:
+    """The target's side of one stream, from the first frame after the handshake to the end frame.
+
+    Returns (header, end frame, data bytes) once the end frame's byte count and keyed digest matched
+    every frame received. The header comes once and before any data; keep-alives are waited through
+    (the socket's timeout is per frame, so a source that keeps sending is waited for). ``on_header``
+    sees the header and may refuse it by raising; ``on_data`` gets every piece of data as it arrives,
+    in a reused buffer (copy what you keep); ``on_end`` gets the end frame and the data byte count
+    once the digest matched (the relay's origin signature is checked there).
+
+    An ``X`` frame ends the stream with the source's reason: before the header a refusal
+    (StreamRefused: nothing was sent) unless ``relay_hop``, where any ``X`` is a failure to re-route
+    around (StreamError). Used by ``_stream_client`` (the plain stream) and ``_relay_node`` (each hop).
+    """
+    mac = StreamMac(key)
+    view = memoryview(bytearray(BUFFER))
+    header: dict | None = None
+    while True:
+        kind, length = read_head(sock)
+        if kind == ERROR:
+            reason = str(json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}").get("error", ""))[:500]
+            if relay_hop:
+                raise StreamError(reason or "the source gave up without a reason")
+            raise StreamRefused(reason or "the source gave up without a reason") if header is None else StreamError(reason)
+        if kind == END:
+            end = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}")
+            mac.check_end(end)
+            if on_end is not None:
+                on_end(end, mac.data_bytes)
+            if header is None:
+                raise StreamRefused("the source ended the stream without a header")
+            return header, end, mac.data_bytes
+        if kind not in (HEADER, DATA, KEEPALIVE) or (kind == DATA and header is None) or (kind == HEADER and header):
+            raise StreamRefused(f"the source sent a {kind.decode('ascii', 'replace')} frame out of order")
+        mac.head(kind, length)
+        if kind == HEADER:
+            payload = recv_exact(sock, length)
+            mac.update(payload)
+            header = json.loads(payload.decode("utf-8"))
+            on_header(header)
+            continue
+        remaining = length
+        while remaining:
+            got = sock.recv_into(view, min(BUFFER, remaining))
+            if not got:
+                if relay_hop:
+                    raise StreamError("the connection closed in the middle of a frame")
+                raise StreamError(f"the stream ended after {mac.data_bytes - remaining} bytes, before its end marker")
+            chunk = view[:got]
+            mac.update(chunk)
+            on_data(chunk)
+            remaining -= got
 
 
-def config_digest_of_inspect(inspect: dict | None) -> str:
-    inspect = inspect or {}
-    return config_digest(inspect.get("Architecture", ""), inspect.get("Os", ""), inspect.get("Config"),
-                         (inspect.get("RootFS") or {}).get("Layers"))
-
-
-def config_digest_of_blob(blob: dict) -> str:
-    return config_digest(blob.get("architecture", ""), blob.get("os", ""), blob.get("config"),
-                         (blob.get("rootfs") or {}).get("diff_ids"))
-
-
-def rootfs_of_layers(layers: list) -> str:
-    return "sha256:" + hashlib.sha256("\n".join(layers).encode("ascii")).hexdigest() if layers else ""
-
-
-# --- the tar gate ---------------------------------------------------------------------------------
-# ``docker load`` applies the tags an archive names in manifest.json, index.json and repositories,
-# and no tar reader but docker's own is docker's: a PAX size, a repeated path, a GNU header's prefix
-# field or a symlinked directory is read differently by different parsers, so an archive can show a
-# gate one manifest and docker another. The receivers therefore spool the stream to a private file
-# and hand docker nothing before the stream's digest (and on a relay, the builder's signature over
-# every byte) matched: then the bytes are the builder's ``docker save`` of the pinned image. This
-# gate follows the tar as it arrives, as a second check of what that save names: it reads headers as
-# Go's archive/tar does (PAX size and path, GNU long names, the ustar prefix only in ustar headers,
-# header checksums), refuses what docker save does not write (a repeated member, a repeated PAX
-# record, a PAX path and a GNU long name on one member) and keeps at most ``_META_LIMIT`` of any
-# metadata in memory.
-HELD = frozenset({"manifest.json", "index.json", "repositories"})
-_CAPTURE_LIMIT = 4 * 1024 * 1024
-_CAPTURE_TOTAL = 64 * 1024 * 1024
-_META_LIMIT = 1024 * 1024   # a PAX or GNU long-name body, and each of manifest.json, index.json, repositories
-BLOCK = 512
-# Regular files, hard and symbolic links, directories: all a docker save archive holds.
-_MEMBER_KINDS = frozenset({b"0", b"\0", b"1", b"2", b"5"})
-_USTAR = b"ustar\0"        # POSIX ustar / PAX magic; GNU headers say b"ustar  \0" and have no prefix field
-
-
-def _octal(field: bytes) -> int:
-    if field[:1] and field[0] & 0x80:  # GNU base-256
-        value = field[0] & 0x7F
-        for byte in field[1:]:
-            value = (value << 8) | byte
-        return value
-    text = field.split(b"\0", 1)[0].strip() or b"0"
+def send_ack(sock: Any, key: bytes, ack: dict) -> None:
+    """The target's last word, signed with the session key: loaded or not, and why."""
+    ack = dict(ack)
+    ack["mac"] = ack_mac(key, ack)
     try:
-        return int(text, 8)
-    except ValueError:
-        raise StreamRefused("the stream is not a tar archive (bad size field)") from None
+        sock.sendall(json_frame(AUTH, ack))
+    except OSError:
+        pass  # the acknowledgement only feeds the source's report
 
 
-def _cstr(field: bytes) -> str:
-    return field.split(b"\0", 1)[0].decode("utf-8", "replace")
+def refuse(conn: Any, error: str) -> None:
+    """End a stream (or a connection before one) with the reason, unsigned: an ``X`` frame."""
+    conn.sendall(json_frame(ERROR, {"error": error}))
 
 
-def _checksum_ok(block: bytes) -> bool:
-    stored = block[148:156].split(b"\0", 1)[0].strip()
-    try:
-        value = int(stored or b"x", 8)
-    except ValueError:
-        return False
-    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
-    signed = sum(b - 256 if b > 127 else b for b in block[:148]) + 8 * 32 + sum(
-        b - 256 if b > 127 else b for b in block[156:])
-    return value in (unsigned, signed)
+class Sender:
+    """The source's side of one stream after the handshake: one header, data and keep-alives, the end
+    frame, then the target's signed acknowledgement. Every frame goes into the hop's keyed digest.
+    Used by ``_stream_server`` (image_serve) and ``_relay.RelayServer`` (a relay's successor)."""
 
+    def __init__(self, conn: Any, key: bytes) -> None:
+        self.conn = conn
+        self.key = key
+        self.mac = StreamMac(key)
 
-def pax_records(data: bytes) -> dict:
-    """The records of a PAX header body; refuses a malformed or repeated record."""
-    records: dict = {}
-    rest = data
-    while rest:
-        size_text, space, _tail = rest.partition(b" ")
-        try:
-            size = int(size_text) if space and size_text.isdigit() else 0
-        except ValueError:
-            size = 0
-        if size <= len(size_text) + 1 or size > len(rest) or rest[size - 1:size] != b"\n":
-            raise StreamRefused("the archive carries a malformed PAX header")
-        record, rest = rest[len(size_text) + 1:size - 1], rest[size:]
-        key, eq, value = record.partition(b"=")
-        if not eq:
-            raise StreamRefused("the archive carries a malformed PAX header")
-        name = key.decode("utf-8", "replace")
-        if name in records:
-            raise StreamRefused(f"the archive repeats the PAX record {name!r} in one header")
-        records[name] = value.decode("utf-8", "replace")
-    return records
+    @property
+    def data_bytes(self) -> int:
+        return self.mac.data_bytes
 
+    def header(self, fields: dict) -> None:
+        self.conn.sendall(self.mac.frame(HEADER, json.dumps(fields, sort_keys=True).encode("utf-8")))
 
-def normalize_ref(ref: str) -> str:
-    """``docker.io/library/x:t`` -> ``x:t``; ``docker.io/a/b:t`` -> ``a/b:t``."""
-    for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "index.docker.io/"):
-        if ref.startswith(prefix):
-            return ref[len(prefix):]
-    return ref.removeprefix("library/")
+    def data(self, payload: bytes) -> None:
+        self.conn.sendall(self.mac.frame(DATA, payload))
 
+    def data_head(self, count: int) -> None:
+        """Announce ``count`` bytes of data sent in pieces with :meth:`data_piece` (no copy of a whole frame)."""
+        self.conn.sendall(self.mac.head(DATA, count))
 
-class TarGate:
-    """Follow a tar stream, capture its manifests and small JSON members, refuse what docker save
-    does not write; :meth:`verify` then checks that they name only the pinned tag and image."""
+    def data_piece(self, piece: bytes) -> None:
+        self.mac.update(piece)
+        self.conn.sendall(piece)
 
-    def __init__(self, ref: str, content_hash: str, rootfs: str = "", config: str = "") -> None:
-        self.ref = normalize_ref(ref)
-        self.content_hash = content_hash
-        self.rootfs = rootfs or ""
-        self.config = config or ""
-        self.buffer = bytearray()
-        self.remaining = 0          # bytes (with padding) left in the current member
-        self.member = None          # (name, size, route) of the current member
-        self.meta = bytearray()     # the body of a PAX / GNU long-name header being read
-        self.pax: dict | None = None
-        self.long_name: str | None = None
-        self.long_link: str | None = None
-        self.names: set = set()
-        self.captured: dict[str, bytearray] = {}
-        self.captured_total = 0
-        self.ended = False
+    def keepalive(self) -> None:
+        self.conn.sendall(self.mac.frame(KEEPALIVE))
 
-    def feed(self, data) -> None:
-        view = memoryview(data)
-        while view:
-            if self.ended:
-                return  # docker stops at the end marker too; what follows is never read
-            if self.remaining:
-                take = min(self.remaining, len(view))
-                self._body(view[:take])
-                view = view[take:]
-                self.remaining -= take
-                if not self.remaining:
-                    self._member_done()
-                continue
-            need = BLOCK - len(self.buffer)
-            self.buffer += view[:need]
-            view = view[need:]
-            if len(self.buffer) == BLOCK:
-                block = bytes(self.buffer)
-                self.buffer.clear()
-                self._header(block)
+    def end(self, extra: dict | None = None) -> None:
+        self.conn.sendall(self.mac.end_frame(extra))
 
-    def _header(self, block: bytes) -> None:
-        if block == bytes(BLOCK):
-            if self.pax is not None or self.long_name is not None or self.long_link is not None:
-                raise StreamRefused("the archive ends right after a PAX or GNU long-name header")
-            self.ended = True
-            return
-        if not _checksum_ok(block):
-            raise StreamRefused("the stream is not a tar archive (a header's checksum is wrong)")
-        kind = block[156:157]
-        size = _octal(block[124:136])
-        if kind in (b"x", b"L", b"K"):
-            if size > _META_LIMIT:
-                raise StreamRefused(f"the archive carries a {size}-byte PAX or GNU long-name header "
-                                    f"(at most {_META_LIMIT} here)")
-            if (kind == b"x" and self.pax is not None) or (kind == b"L" and self.long_name is not None) \
-                    or (kind == b"K" and self.long_link is not None):
-                raise StreamRefused("the archive repeats a PAX or GNU long-name header before one member")
-            self.meta.clear()
-            self._start(("", size, "meta-" + kind.decode()), size)
-            return
-        if kind == b"g":
-            if size > _META_LIMIT:
-                raise StreamRefused(f"the archive carries a {size}-byte global PAX header (at most {_META_LIMIT} here)")
-            self._start(("", size, "skip"), size)
-            return
-        name = _cstr(block[0:100])
-        if block[257:263] == _USTAR:  # only POSIX headers have the prefix field; GNU ones use it otherwise
-            prefix = _cstr(block[345:500])
-            if prefix:
-                name = f"{prefix}/{name}"
-        pax, self.pax = self.pax or {}, None
-        long_name, self.long_name = self.long_name, None
-        self.long_link = None
-        if long_name is not None and "path" in pax:
-            raise StreamRefused("the archive names one member both by a PAX path and a GNU long name")
-        if "size" in pax:
-            if not pax["size"].isdigit():
-                raise StreamRefused("the archive carries a PAX size that is not a number")
-            size = int(pax["size"])
-        name = long_name if long_name is not None else pax.get("path", name)
-        clean = posixpath.normpath(name.lstrip("/")).removeprefix("./")
-        if clean in self.names:
-            raise StreamRefused(f"the archive carries {clean} twice")
-        self.names.add(clean)
-        held = clean in HELD
-        if held and size > _META_LIMIT:
-            raise StreamRefused(f"the archive's {clean} is {size} bytes, far more than a manifest (at most {_META_LIMIT})")
-        if kind not in _MEMBER_KINDS or any(key.startswith("GNU.sparse") for key in pax):
-            raise StreamRefused(f"the archive's {clean} is a kind of tar member docker save does not write "
-                                f"({kind.decode('ascii', 'replace')!r})")
-        # Links and directories have no body (Go's reader ignores their size field as well).
-        regular = kind in (b"0", b"\0")
-        if not regular:
-            size = 0
-        capture = held or (regular and size <= _CAPTURE_LIMIT and self.captured_total + size <= _CAPTURE_TOTAL
-                           and (clean.endswith(".json") or clean.startswith("blobs/")))
-        if capture:
-            self.captured[clean] = bytearray()
-            self.captured_total += size
-        self._start((clean, size, "capture" if capture else "skip"), size)
-
-    def _start(self, member: tuple, size: int) -> None:
-        self.member = member
-        self.remaining = (size + BLOCK - 1) // BLOCK * BLOCK
-        if not self.remaining:
-            self._member_done()
-
-    def _body(self, chunk) -> None:
-        name, size, route = self.member
-        if route.startswith("meta"):
-            want = size - len(self.meta)
-            if want > 0:
-                self.meta += chunk[:want]
-        elif route == "capture":
-            want = size - len(self.captured[name])
-            if want > 0:
-                self.captured[name] += chunk[:want]
-
-    def _member_done(self) -> None:
-        _name, _size, route = self.member
-        if route == "meta-x":
-            self.pax = pax_records(bytes(self.meta))
-        elif route == "meta-L":
-            self.long_name = bytes(self.meta).split(b"\0", 1)[0].decode("utf-8", "replace")
-        elif route == "meta-K":
-            self.long_link = bytes(self.meta).split(b"\0", 1)[0].decode("utf-8", "replace")
-        self.meta.clear()
-        self.member = None
-
-    def _blob(self, path: str) -> bytes:
-        clean = posixpath.normpath(str(path or "")).removeprefix("./")
-        data = self.captured.get(clean)
-        if data is None:
-            raise StreamRefused(f"the archive does not carry the image configuration {path!r} its manifest names")
-        base = posixpath.basename(clean).removesuffix(".json")
-        if len(base) == 64 and hashlib.sha256(data).hexdigest() != base:
-            raise StreamRefused(f"the archive's {clean} does not match its own digest")
-        return bytes(data)
-
-    def verify(self) -> None:
-        """Refuse an archive that names anything but the pinned tag and image."""
-        if not self.ended:
-            raise StreamRefused("the archive ended without its end marker")
-        manifest = self._parsed("manifest.json", required=True)
-        if not isinstance(manifest, list) or len(manifest) != 1 or not isinstance(manifest[0], dict):
-            raise StreamRefused("the archive's manifest.json must describe exactly one image")
-        tags = [normalize_ref(str(tag)) for tag in manifest[0].get("RepoTags") or []]
-        if tags != [self.ref]:
-            raise StreamRefused(f"the archive names the tags {tags}, not only the pinned {self.ref}")
-        repositories = self._parsed("repositories")
-        if repositories is not None:
-            repo, _colon, tag = self.ref.rpartition(":")
-            names = sorted(f"{normalize_ref(r)}:{t}" for r, tags_ in (repositories or {}).items()
-                           for t in (tags_ or {}) if isinstance(tags_, dict))
-            if names != [f"{repo}:{tag}"]:
-                raise StreamRefused(f"the archive's repositories name {names}, not only the pinned {self.ref}")
-        index = self._parsed("index.json")
-        if index is not None:
-            entries = (index or {}).get("manifests") if isinstance(index, dict) else None
-            if not isinstance(entries, list) or len(entries) != 1:
-                raise StreamRefused("the archive's index.json must describe exactly one image")
-            notes = (entries[0] or {}).get("annotations") or {}
-            named = notes.get("io.containerd.image.name")
-            short = notes.get("org.opencontainers.image.ref.name")
-            if named and normalize_ref(named) != self.ref:
-                raise StreamRefused(f"the archive's index.json names {named}, not the pinned {self.ref}")
-            if short and short not in (self.ref.rpartition(":")[2], self.ref) and normalize_ref(short) != self.ref:
-                raise StreamRefused(f"the archive's index.json names {short}, not the pinned {self.ref}")
-        try:
-            blob = json.loads(self._blob(manifest[0].get("Config")).decode("utf-8"))
-        except ValueError:
-            raise StreamRefused("the archive's image configuration is not JSON") from None
-        labels = ((blob.get("config") or {}).get("Labels") or {}) if isinstance(blob, dict) else {}
-        if labels.get("io.lanekit.content-hash") != self.content_hash:
-            raise StreamRefused(f"the archive's image carries content hash {str(labels.get('io.lanekit.content-hash'))[:12]}, "
-                                f"not the pinned {self.content_hash[:12]}")
-        diff_ids = (blob.get("rootfs") or {}).get("diff_ids") or []
-        if len(diff_ids) != len(manifest[0].get("Layers") or []):
-            raise StreamRefused("the archive's manifest and image configuration disagree on the layers")
-        if self.rootfs and rootfs_of_layers(diff_ids) != self.rootfs:
-            raise StreamRefused("the archive's image has other layers than the pinned rootfs")
-        if self.config and config_digest_of_blob(blob) != self.config:
-            raise StreamRefused("the archive's image configuration (entrypoint, env, labels, ...) is not the pinned one")
-
-    def _parsed(self, name: str, required: bool = False):
-        data = self.captured.get(name)
-        if data is None:
-            if required:
-                raise StreamRefused(f"the archive has no {name}")
-            return None
-        try:
-            return json.loads(bytes(data).decode("utf-8"))
-        except ValueError:
-            raise StreamRefused(f"the archive's {name} is not JSON") from None
-
-
-def write_all(fd: int, chunks) -> None:
-    for chunk in chunks:
-        view = memoryview(chunk)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+    def read_ack(self, seconds: float) -> dict:
+        """The target's acknowledgement, refused unless signed with this connection's key (constant time)."""
+        self.conn.settimeout(seconds)
+        ack = read_json(self.conn, AUTH)
+        check_ack(self.key, ack)
+        return ack

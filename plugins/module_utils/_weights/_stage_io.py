@@ -7,7 +7,7 @@ Everything that touches bytes or the destination's lock file lives here, so the 
 decides *what* to move. The journal and the manifest are in ``_weights/_manifest.py``; the one atomic
 writer is ``_files.atomic_write``.
 
-Stdlib only (ctypes for ``sync_file_range``, through ``_pagecache.libc``).
+Stdlib only (ctypes for ``sync_file_range``, through ``_pagecache_sys.libc``).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import time
 from typing import Any, NamedTuple
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache import MIB, libc, release_pages
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache_sys import MIB, libc, release_pages
 
 __all__ = ["Digest", "StageLock", "copy_and_hash", "hash_file", "os_error_sentence", "same_device",
            "start_writeback", "unlink_quiet"]

@@ -3,7 +3,10 @@
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
 """The weights stager: plan, resume, verify and publish one checkpoint directory.
 
-Pipeline for every file that is not already in place:
+One job: the whole directory. Validate the destination, plan from the manifest, the journal and
+the source, take the lock, take the completeness marker away before the first byte changes, run
+the per-file steps (``_stage_files``: verify, fetch), prune, and publish. Pipeline for every file
+that is not already in place:
 
 1. fetch (Hub download into a scratch directory, or nothing for a local source; ``_stage_sources``);
 2. copy into ``<dest>/.lanekit/tmp/`` on the destination filesystem, hashing the bytes as they
@@ -24,10 +27,8 @@ import shutil
 import stat as statmod
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any
+from typing import Any, cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import (
@@ -52,43 +53,19 @@ from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest
     plan_files,
     render_sums,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache import GIB, MIB, release_pages
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache_sys import GIB, MIB
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_files import Phase, StageFiles
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_io import (
     StageLock,
-    copy_and_hash,
-    hash_file,
-    os_error_sentence,
-    same_device,
     unlink_quiet,
 )
-from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_sources import RetryableError, Source
+from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_sources import LocalSource, Source
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 
 __all__ = ["Phase", "Stager"]
 
 
-class Phase:
-    """Files, bytes and seconds of one stage phase (plan, verify, fetch, publish); thread-safe adds."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.files = 0
-        self.bytes = 0
-        self.seconds = 0.0
-        self._lock = threading.Lock()
-
-    def add(self, nbytes: int) -> None:
-        with self._lock:
-            self.files += 1
-            self.bytes += nbytes
-
-    def as_dict(self) -> dict[str, Any]:
-        s = round(self.seconds, 3)
-        return {"files": self.files, "bytes": self.bytes, "seconds": s,
-                "gib_per_s": round(self.bytes / GIB / self.seconds, 3) if self.seconds > 0 and self.bytes else 0.0}
-
-
-class Stager:
+class Stager(StageFiles):
     """Stage ``source`` into ``dest``. ``run()`` returns the module result dict."""
 
     def __init__(self, source: Source, dest: str, model_id: str | None = None, revision: str | None = None,
@@ -119,39 +96,11 @@ class Stager:
         self.mismatches: list[str] = []
         self.listed_from = "source"
 
-    # -- helpers
     def _set_dest(self, dest: str) -> None:
         self.dest = dest
         self.state_dir = os.path.join(dest, STATE_DIR)
         self.tmp_dir = os.path.join(self.state_dir, "tmp")
         self.journal = Journal(os.path.join(self.state_dir, JOURNAL_NAME))
-
-    def _dest_path(self, rel: str) -> str:
-        return os.path.join(self.dest, *rel.split("/"))
-
-    def _real_dirs(self, rel_dir: str, create: bool) -> str:
-        """``dest/rel_dir`` made of real directories only (made when ``create``): a symlink on the
-        way would let a rename or a delete land outside the destination, so it is refused."""
-        current = self.dest
-        for part in [p for p in rel_dir.split("/") if p]:
-            current = os.path.join(current, part)
-            try:
-                st = os.lstat(current)
-            except FileNotFoundError:
-                if not create:
-                    return current
-                try:
-                    os.mkdir(current, 0o755)
-                except FileExistsError:
-                    pass
-                st = os.lstat(current)
-            if not statmod.S_ISDIR(st.st_mode):
-                kind = "a symlink" if statmod.S_ISLNK(st.st_mode) else "not a directory"
-                raise LanekitError(
-                    f"{current} in the weights destination is {kind}; lanekit writes only into real directories "
-                    f"inside {self.dest} (a link could send a write or a delete elsewhere). Remove it and stage "
-                    "again.")
-        return current
 
     def _validate(self) -> None:
         if not os.path.isabs(self.dest):
@@ -203,12 +152,13 @@ class Stager:
         self.listed_from = "manifest" if specs is not None else "source"
         if specs is None:
             specs = self.source.list_files()
-        if self.source.kind == "local" and self.source.declared_revision and self.revision and \
-                self.source.declared_revision != self.revision:
+        local = cast(LocalSource, self.source) if self.source.kind == "local" else None
+        if local is not None and local.declared_revision and self.revision and \
+                local.declared_revision != self.revision:
             raise LanekitError(
-                f"The local source {self.source.path} is a manifest for revision "
-                f"{self.source.declared_revision} but the lane pins {self.revision}.")
-        revision = self.revision or (self.source.declared_revision if self.source.kind == "local" else None)
+                f"The local source {local.path} is a manifest for revision "
+                f"{local.declared_revision} but the lane pins {self.revision}.")
+        revision = self.revision or (local.declared_revision if local is not None else None)
         same = old_manifest is not None and old_manifest.get("revision") == revision
         self.journal.load()
         plans = plan_files(specs, self.dest, self.journal, old_manifest if same else None,
@@ -324,7 +274,8 @@ class Stager:
         digests: dict[str, str] = {}
         for p in plans:
             if p.action == "ok":
-                digests[p.spec.path] = self.journal.get(p.spec.path)["sha256"]
+                # an "ok" plan is a file the journal vouches for: it has an entry
+                digests[p.spec.path] = cast(dict, self.journal.get(p.spec.path))["sha256"]
 
         # verify phase: hash files that are present but not vouched for (or all, verify=full)
         t = time.monotonic()
@@ -428,132 +379,3 @@ class Stager:
                     os.unlink(p)
             except OSError:
                 pass
-
-    def _run_pool(self, plans: list[FilePlan], fn: Callable[[FilePlan, dict[str, str]], FilePlan | None],
-                  digests: dict[str, str]) -> list[FilePlan]:
-        out: list[FilePlan] = []
-        if not plans:
-            return out
-        # largest first: keeps all workers busy until the end
-        ordered = sorted(plans, key=lambda p: -p.spec.size)
-        errors: list[LanekitError] = []
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(ordered))) as pool:
-            futs = {pool.submit(fn, p, digests): p for p in ordered}
-            for fut in as_completed(futs):
-                try:
-                    r = fut.result()
-                except LanekitError as exc:
-                    errors.append(exc)
-                    self.abort.set()
-                    continue
-                except OSError as exc:
-                    errors.append(LanekitError(os_error_sentence(exc, futs[fut].spec.path, self.dest)))
-                    self.abort.set()
-                    continue
-                if r is not None:
-                    out.append(r)
-        if errors:
-            first = [e for e in errors if "was aborted" not in str(e)] or errors
-            raise first[0]
-        return out
-
-    def _hash_existing(self, plan: FilePlan, digests: dict[str, str]) -> FilePlan | None:
-        """Hash a present file; return the plan if it must be fetched again."""
-        path = self._dest_path(plan.spec.path)
-        want1 = plan.spec.git_sha1 is not None and plan.spec.sha256 is None
-        d = hash_file(path, self.block_size, want_git_sha1=want1, abort=self.abort)
-        self.phases["verify"].add(d.size)
-        exp = plan.expected_sha256
-        if exp is None and self.source.kind == "local":
-            # nothing vouches for either side: the source is the truth
-            exp = hash_file(self.source.open_fd(plan.spec.path), self.block_size, abort=self.abort).sha256
-        ok = d.size == plan.spec.size
-        if want1:
-            ok = ok and d.git_sha1 == plan.spec.git_sha1
-        elif exp is not None:
-            ok = ok and d.sha256 == exp
-        else:
-            ok = False
-        if not ok:
-            self.mismatches.append(plan.spec.path)
-            return plan
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return plan
-        if plan.dest_stat is not None and (st.st_ino, st.st_mtime_ns) != (plan.dest_stat.st_ino,
-                                                                          plan.dest_stat.st_mtime_ns):
-            return plan  # changed under us while hashing
-        if self.check_mode:
-            return None
-        self.journal.record(plan.spec.path, plan.spec.size, d.sha256, st, self.revision)
-        digests[plan.spec.path] = d.sha256
-        return None
-
-    def _fetch_one(self, plan: FilePlan, digests: dict[str, str]) -> None:
-        spec = plan.spec
-        scratch = self.scratch_dir or os.path.join(self.state_dir, "hf")
-        last_exc = None
-        for attempt in range(self.retries + 1):
-            if self.abort.is_set():
-                raise LanekitError(f"Staging of {spec.path} was aborted because another file failed.")
-            try:
-                self._fetch_attempt(plan, scratch, attempt, digests)
-                return None
-            except RetryableError as exc:
-                last_exc = exc
-                if attempt < self.retries:
-                    time.sleep(min(self.retry_delay * (2 ** attempt), 120.0))
-        raise LanekitError(f"{last_exc} (after {self.retries + 1} attempts)")
-
-    def _fetch_attempt(self, plan: FilePlan, scratch: str, attempt: int, digests: dict[str, str]) -> None:
-        spec = plan.spec
-        want1 = spec.git_sha1 is not None and spec.sha256 is None
-        final = self._dest_path(spec.path)
-        self._real_dirs(os.path.dirname(spec.path), create=True)
-        tmp = os.path.join(self.tmp_dir, f"{spec.path.replace('/', '%')}.{uuid.uuid4().hex[:8]}.part")
-        # a local source hands over an fd it opened and checked; copy_and_hash closes it
-        src, owned = self.source.open_path(spec, scratch, attempt)
-        same_fs = owned and same_device(src, self.tmp_dir)
-        try:
-            if same_fs:
-                # downloaded onto the destination filesystem already: hash, sync and move it
-                d = hash_file(src, self.block_size, want_git_sha1=want1, abort=self.abort)
-                fd = os.open(src, os.O_RDONLY)
-                try:
-                    os.fchmod(fd, 0o644)
-                    if self.fsync:
-                        os.fsync(fd)
-                    if self.release:
-                        release_pages(fd)
-                finally:
-                    os.close(fd)
-                os.rename(src, tmp)
-            else:
-                d = copy_and_hash(src, tmp, self.block_size, want_git_sha1=want1, sync=self.fsync,
-                                  release=self.release, abort=self.abort)
-                if owned:
-                    unlink_quiet(src)
-            bad = None
-            if d.size != spec.size:
-                bad = f"is {d.size} bytes, expected {spec.size}"
-            elif spec.sha256 and d.sha256 != spec.sha256:
-                bad = f"has sha256 {d.sha256}, the source says {spec.sha256}"
-            elif want1 and d.git_sha1 != spec.git_sha1:
-                bad = f"has git blob id {d.git_sha1}, the source says {spec.git_sha1}"
-            if bad:
-                msg = f"The fetched copy of {spec.path} {bad}."
-                if self.source.kind == "hf":
-                    raise RetryableError(msg)
-                raise LanekitError(f"{msg} The source {self.source.path} is corrupt or changed while it was read.")
-            st = os.stat(tmp)
-            # journal first, then rename: rename keeps inode and mtime, so the entry stays valid
-            self.journal.record(spec.path, spec.size, d.sha256, st, self.revision)
-            os.replace(tmp, final)
-            fsync_dir(os.path.dirname(final))
-        finally:
-            unlink_quiet(tmp)
-        if owned:
-            unlink_quiet(os.path.join(scratch, ".cache", "huggingface", "download", spec.path + ".metadata"))
-        digests[spec.path] = d.sha256
-        self.phases["fetch"].add(d.size)

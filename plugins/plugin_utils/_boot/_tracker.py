@@ -7,15 +7,15 @@ One job: decide. :class:`LaneTracker` takes every rank's :class:`~._rankstatus.R
 poll, infers what only the whole lane shows (a loaded rank is *waiting at the barrier* until every
 rank has loaded), fingerprints the progress, and returns a :class:`Verdict`: waiting, ready, or
 failed (exited, fatal line, stall, budget, unhealthy API) with the signatures and the ranks to
-blame. It also estimates the time left and renders the one status line per poll. Its figures
-(:class:`BootConfig`) come from the plan, which publishes them.
+blame. The time left comes from ``_estimate``, the status line of each poll from ``_statusline``;
+the figures (:class:`~._bootconfig.BootConfig`, imported from here by the callers) come from the
+plan, which publishes them.
 
 Pure: no I/O, no Ansible imports; the controller's clock is passed in.
 """
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +24,10 @@ from typing import Any
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import ORDER, PHASES
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines as engines
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _estimate as estimate
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _statusline as statusline
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bootconfig import BootConfig
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._estimate import phase_order
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rankstatus import (
     NOT_STARTED,
     RankStatus,
@@ -35,8 +39,6 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._report impo
     LONG,
     fmt_duration,
     fmt_ranks,
-    memory_note,
-    rank_label,
 )
 
 WAITING = "waiting"
@@ -79,42 +81,6 @@ class Verdict:
         }
 
 
-@dataclass
-class BootConfig:
-    budget_s: float = 3600.0
-    stall_s: float = 900.0
-    poll_s: float = 15.0
-    stability_s: float = 30.0
-    expected_load_s: float | None = None
-    expected_warmup_s: float | None = None
-    barrier_timeout_s: float | None = None
-    chat_probe: bool = True
-    max_flaps: int = 3
-
-    @classmethod
-    def from_plan(cls, plan: Mapping[str, Any], **overrides: Any) -> BootConfig:
-        """The plan's boot figures and its post-load barrier (``plan["barrier_timeout_s"]``).
-
-        The plan publishes the barrier as the ranks get it (None: the engine has none). A plan
-        written before it did carries no such key: the engine record's stock barrier stands in.
-        """
-        boot = dict(plan.get("boot") or {})
-        cfg = cls()
-        for key in ("budget_s", "stall_s", "poll_s", "stability_s", "expected_load_s", "expected_warmup_s"):
-            if boot.get(key) is not None:
-                setattr(cfg, key, float(boot[key]))
-        if "barrier_timeout_s" in plan:
-            barrier = plan["barrier_timeout_s"]
-            cfg.barrier_timeout_s = None if barrier is None else float(barrier)
-        elif plan.get("engine") in engines.ENGINES:
-            stock = engines.get(plan["engine"]).timeout("barrier")
-            cfg.barrier_timeout_s = stock.stock_s if stock else None
-        for key, value in overrides.items():
-            if value is not None:
-                setattr(cfg, key, value)
-        return cfg
-
-
 def readiness(engine: str | None, statuses: Mapping[int, RankStatus], chat_required: bool) -> tuple[bool, str]:
     """(all probes pass, what is missing) from the head's API probes and the workers' health."""
     heads = [s for s in statuses.values() if s.is_head] or [statuses[min(statuses)]]
@@ -140,10 +106,6 @@ def readiness(engine: str | None, statuses: Mapping[int, RankStatus], chat_requi
     if waiting:
         return False, f"worker health not 200 on {fmt_ranks(waiting)}"
     return True, ""
-
-
-def _order(status: RankStatus) -> int:
-    return ORDER.get(status.phase, ORDER["started"])
 
 
 class LaneTracker:
@@ -177,14 +139,14 @@ class LaneTracker:
             if status.is_head and api.get("health_status") == 200 and api.get("model_listed"):
                 status.phase = "ready"
         all_loaded = bool(running) and len(running) == len(out) and all(
-            _order(s) >= ORDER["barrier"] for s in running)
+            phase_order(s) >= ORDER["barrier"] for s in running)
         head_up = any(s.is_head and s.phase == "ready" for s in running)
         # Where workers serve no HTTP of their own, the head's API is their readiness too.
         workers_follow_head = self.engine in engines.ENGINES and not engines.get(self.engine).workers_serve_health
         for status in running:
             if all_loaded and status.phase == "barrier":
                 status.phase = "kv_profile"
-            if head_up and workers_follow_head and not status.is_head and _order(status) >= ORDER["barrier"]:
+            if head_up and workers_follow_head and not status.is_head and phase_order(status) >= ORDER["barrier"]:
                 status.phase = "ready"
             health = status.probes.get("health") or {}
             if health.get("status") == 200 and not status.is_head:
@@ -205,146 +167,6 @@ class LaneTracker:
             bool(api.get("chat_ok")), health.get("status"),
         )
 
-    def elapsed(self, statuses: Mapping[int, RankStatus]) -> float | None:
-        ages = [s.started_age_s for s in statuses.values() if s.started_age_s is not None]
-        return max(ages) if ages else None
-
-    def eta(self, statuses: Mapping[int, RankStatus]) -> tuple[float | None, str]:
-        """(seconds left, how it was estimated) for the lane to be up."""
-        running = [s for s in statuses.values() if s.running]
-        if not running:
-            return None, ""
-        phase = min((s.phase for s in running), key=lambda p: ORDER[p])
-        warm = self.cfg.expected_warmup_s
-        if phase == "ready":
-            return 0.0, ""
-        if ORDER[phase] < ORDER["loading"]:
-            if self.cfg.expected_load_s is None:
-                return None, ""
-            # Nothing measured yet: the plan's figures, less the time already spent.
-            spent = self.elapsed(statuses) or 0.0
-            return self.cfg.expected_load_s + (warm or 0.0) - spent, "planned"
-        if phase == "loading":
-            return self._loading_eta(running, warm)
-        # Loaded: the post-load phases.
-        if warm is None:
-            return None, ""
-        since_loaded = [s.events_age_s.get("loaded") for s in running]
-        since_loaded = [a for a in since_loaded if a is not None]
-        if len(since_loaded) != len(running):
-            return warm, "warm-up planned"
-        return max(0.0, warm - min(since_loaded)), "warm-up planned"
-
-    def _loading_eta(self, running: list[RankStatus], warm: float | None) -> tuple[float | None, str]:
-        barred = [s for s in running if s.shards]
-        left: float | None = None
-        how = ""
-        for status in barred:
-            done, total = status.shards  # type: ignore[misc]
-            rate = status.load_rate
-            if rate and rate > 0 and done < total:
-                # The bar's last update is a few seconds old; count from it.
-                since = status.last_line_age_s or 0.0
-                candidate = max(0.0, (total - done) / rate - since)
-                how = f"at {rate * 60:.1f} shards/min"
-            elif status.tqdm_remaining_s is not None and done < total:
-                candidate = status.tqdm_remaining_s
-                how = "per the load bar"
-            else:
-                continue
-            left = candidate if left is None else max(left, candidate)
-        loaded = [s.load_elapsed_s for s in running if _order(s) >= ORDER["barrier"] and s.load_elapsed_s]
-        loading = [s for s in running if s.phase == "loading"]
-        if loaded and loading:
-            typical = statistics.median(loaded)
-            lag = max(max(0.0, typical - (s.load_elapsed_s or 0.0)) for s in loading)
-            if left is None or (not barred or all(s.phase != "loading" for s in barred)):
-                left, how = lag, "as long as the loaded ranks took"
-        if left is None:
-            if self.cfg.expected_load_s is None:
-                return None, ""
-            elapsed = max((s.load_elapsed_s or 0.0) for s in running)
-            left, how = max(0.0, self.cfg.expected_load_s - elapsed), "planned"
-        how = f"load {fmt_duration(left)} {how}"
-        if warm:
-            how += f" + warm-up {fmt_duration(warm)} planned"
-        return left + (warm or 0.0), how
-
-    @staticmethod
-    def joined(statuses: Mapping[int, RankStatus]) -> tuple[list[int], list[int]] | None:
-        """(joined, missing) ranks of the rendezvous, from the connections to the head's store.
-
-        Every rank keeps a TCP connection to the head's rendezvous port while the group forms;
-        a rank whose fabric address has none has not joined. None when not measurable.
-        """
-        heads = [s for s in statuses.values() if s.is_head and s.running]
-        if not heads:
-            return None
-        info = heads[0].probes.get("rendezvous")
-        if not info:
-            return None
-        peers = set(info.get("peers") or [])
-        ips = {r: s.fabric_ip for r, s in statuses.items()}
-        if not all(ips.values()) or len(set(ips.values())) != len(ips):
-            return None   # addresses unknown or shared (one machine): cannot tell ranks apart
-        joined = sorted(r for r, ip in ips.items() if ip in peers or statuses[r].is_head)
-        missing = sorted(set(ips) - set(joined))
-        return joined, missing
-
-    def _barrier_note(self, statuses: Mapping[int, RankStatus]) -> str:
-        if self.cfg.barrier_timeout_s is None:
-            return ""
-        running = [s for s in statuses.values() if s.running]
-        loaded_ages = [s.events_age_s.get("loaded") for s in running]
-        loaded_ages = [a for a in loaded_ages if a is not None]
-        behind = sorted(s.rank for s in running if _order(s) < ORDER["barrier"])
-        if not loaded_ages or not behind:
-            return ""
-        closes = self.cfg.barrier_timeout_s - max(loaded_ages)
-        if closes < 0:
-            return f"barrier expired {fmt_duration(-closes)} ago, {fmt_ranks(behind)} not loaded"
-        return f"barrier closes in {fmt_duration(closes)}, waiting for {fmt_ranks(behind)}"
-
-    def render(self, statuses: Mapping[int, RankStatus], now: float | None = None,
-               quiet_s: float | None = None, note: str = "") -> str:
-        """One line: time, lane, elapsed/budget, every rank's phase, ETA and warnings."""
-        clock = time.strftime("%H:%M:%S", time.localtime(now if now is not None else time.time()))
-        groups: dict[str, list[int]] = {}
-        for rank in sorted(statuses):
-            groups.setdefault(rank_label(statuses[rank]), []).append(rank)
-        ordered = sorted(groups.items(), key=lambda item: item[1][0])
-        ranks_txt = " | ".join(f"{fmt_ranks(ranks)} {label}" for label, ranks in ordered)
-        elapsed = self.elapsed(statuses)
-        parts = [f"[{clock}] {self.lane} {fmt_duration(elapsed)}/{fmt_duration(self.cfg.budget_s)}", ranks_txt]
-        left, how = self.eta(statuses)
-        if left is not None and left < 0:
-            parts.append(f"ETA overdue by {fmt_duration(-left)} ({how or 'planned'})")
-        elif left is not None and left > 0:
-            eta = f"ETA ~{fmt_duration(left)}"
-            if how:
-                eta += f" ({how})"
-            if elapsed is not None and elapsed + left > self.cfg.budget_s:
-                eta += f" > budget by {fmt_duration(elapsed + left - self.cfg.budget_s)}"
-            parts.append(eta)
-        barrier = self._barrier_note(statuses)
-        if barrier:
-            parts.append(barrier)
-        running = [s for s in statuses.values() if s.running]
-        if running and min(_order(s) for s in running) <= ORDER["rendezvous"]:
-            joined = self.joined(statuses)
-            if joined is not None:
-                done, missing = joined
-                parts.append(f"joined {len(done)}/{len(statuses)}"
-                             + (f", waiting for {fmt_ranks(missing)}" if missing else ""))
-        mem = memory_note(statuses)
-        if mem:
-            parts.append(mem)
-        if quiet_s is not None and quiet_s >= max(2 * self.cfg.poll_s, 60.0):
-            parts.append(f"no progress {fmt_duration(quiet_s)}/{fmt_duration(self.cfg.stall_s)}")
-        if note:
-            parts.append(note)
-        return " | ".join(parts)
-
     # --- decisions ---------------------------------------------------------------------------
 
     def _signature_matches(self, statuses: Mapping[int, RankStatus]) -> list[sigs.SignatureMatch]:
@@ -354,9 +176,9 @@ class LaneTracker:
         running = {r: s for r, s in statuses.items() if s.running}
         if not running:
             return [], ""
-        low = min(_order(s) for s in running.values())
-        high = max(_order(s) for s in running.values())
-        behind = sorted(r for r, s in running.items() if _order(s) == low)
+        low = min(phase_order(s) for s in running.values())
+        high = max(phase_order(s) for s in running.values())
+        behind = sorted(r for r, s in running.items() if phase_order(s) == low)
         if low == high:
             stamps = {r: self.rank_change.get(r, 0.0) for r in running}
             oldest = min(stamps.values())
@@ -370,10 +192,10 @@ class LaneTracker:
         running = {r: s for r, s in statuses.items() if s.running}
         if not running:
             return None
-        before = {r for r, s in running.items() if _order(s) <= ORDER["rendezvous"]}
+        before = {r for r, s in running.items() if phase_order(s) <= ORDER["rendezvous"]}
         if not before:
             return None
-        joined = self.joined(statuses)
+        joined = estimate.joined(statuses)
         if joined is not None and joined[1]:
             missing = joined[1]
             return sigs.derived("rank_never_joined", missing,
@@ -422,7 +244,7 @@ class LaneTracker:
             summary = f"{sigs.get(sid).title}: {detail}" if detail else sigs.get(sid).title
         if roots and (sid is None or sigs.get(sid).derived):
             summary += f"; first known cause: {roots[0].signature.title} on {fmt_ranks(roots[0].ranks)}"
-        return Verdict(FAILED, line, ordered, culprits, summary, elapsed_s=self.elapsed(statuses))
+        return Verdict(FAILED, line, ordered, culprits, summary, elapsed_s=estimate.elapsed(statuses))
 
     def _silent_hosts(self, statuses: Mapping[int, RankStatus]) -> tuple[list[int], str]:
         unknown = sorted(r for r, s in statuses.items() if s.state == "unknown")
@@ -497,7 +319,7 @@ class LaneTracker:
         uptimes = [s.uptime_s for s in statuses.values()]
         if self.polls != 1 or not uptimes or any(u is None or u < self.cfg.stability_s for u in uptimes):
             return 0.0
-        return min(uptimes)
+        return min(u for u in uptimes if u is not None)  # none is None here; the filter is for the type
 
     def update(self, now: float, raw: Mapping[int, RankStatus]) -> Verdict:
         """One poll. ``now`` is the controller's monotonic clock in seconds."""
@@ -514,7 +336,7 @@ class LaneTracker:
             self.fingerprint = fingerprint
             self.last_change = now
         quiet = now - (self.last_change if self.last_change is not None else now)
-        elapsed = self.elapsed(statuses)
+        elapsed = estimate.elapsed(statuses)
 
         ok, missing_probe = readiness(self.engine, statuses, self.cfg.chat_probe)
         note = ""
@@ -532,7 +354,7 @@ class LaneTracker:
         elif any(s.phase == "ready" and s.is_head for s in statuses.values()):
             note = missing_probe
 
-        line = self.render(statuses, now=time.time(), quiet_s=quiet, note=note)
+        line = statusline.render(self.lane, self.cfg, statuses, now=time.time(), quiet_s=quiet, note=note)
         self.history.append(line)
 
         missing = sorted(r for r, s in statuses.items() if s.state in NOT_STARTED)
@@ -561,10 +383,10 @@ class LaneTracker:
                               f"readiness failed {self.flaps} times after passing ({missing_probe})", line)
         if ok:
             # Serving: the budget and the stall clock only apply to a boot.
-            left, _unused = self.eta(statuses)
+            left, _unused = estimate.eta(self.cfg, statuses)
             return Verdict(WAITING, line, [], [], "", eta_s=left, elapsed_s=elapsed)
         if elapsed is not None and elapsed >= self.cfg.budget_s:
-            behind, why, _unused = self._behind(statuses)
+            behind, why, _silent = self._behind(statuses)
             return self._fail("budget_exhausted", statuses, behind,
                               f"{fmt_duration(elapsed)} since the first rank started; {why}", line,
                               [self._never_joined(statuses)])
@@ -575,5 +397,5 @@ class LaneTracker:
                 behind, why = never.ranks, never.detail
             return self._fail("stalled", statuses, behind,
                               f"no progress for {fmt_duration(quiet)}; {why}", line, [never])
-        left, _unused = self.eta(statuses)
+        left, _unused = estimate.eta(self.cfg, statuses)
         return Verdict(WAITING, line, [], [], "", eta_s=left, elapsed_s=elapsed)

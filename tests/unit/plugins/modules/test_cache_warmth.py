@@ -76,7 +76,7 @@ def test_cache_warmth_warm_enough_reads_nothing(staged):
 def test_cache_warmth_floor_is_memfree_on_unified_and_memavailable_on_discrete(staged, monkeypatch):
     """A discrete-GPU host whose MemFree is low only because of other page cache still warms (the
     floor is on MemAvailable); the same figures on unified memory, where the engine sees MemFree, warm nothing."""
-    from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache as pc
+    from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache_sys as pc
     gib = 1 << 30
     busy = {"MemTotal": 24 * gib, "MemFree": 1 * gib, "MemAvailable": 20 * gib, "Cached": 19 * gib}
     monkeypatch.setattr(pc, "read_meminfo", lambda *a, **k: dict(busy))

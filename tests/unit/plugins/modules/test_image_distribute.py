@@ -465,8 +465,8 @@ def test_a_server_that_cannot_bind_fails_and_says_so_in_its_ready_file(tmp_path)
 
 
 def test_connections_beyond_the_cap_are_closed(tmp_path, monkeypatch):
-    from ansible_collections.lanekit.serving.plugins.modules import image_serve
-    monkeypatch.setattr(image_serve, "AUTH_TIMEOUT", 1.0)
+    from ansible_collections.lanekit.serving.plugins.module_utils._image import _stream_server
+    monkeypatch.setattr(_stream_server, "AUTH_TIMEOUT", 1.0)
     port = free_port()
     thread, outcome, _module = start_server(tmp_path, port, save_argv(), max_connections=1, idle_timeout=1)
     first = socket.create_connection(("127.0.0.1", port))
@@ -518,7 +518,7 @@ def save_bytes_argv(path):
 
 
 def test_an_archive_hiding_another_behind_a_pax_size_never_reaches_docker_load(tmp_path):
-    from tests.unit.plugins.module_utils._image.test__stream import crafted, hidden_archive
+    from tests.unit.plugins.module_utils._image.test__targate import crafted, hidden_archive
     genuine = subprocess.run(save_argv(), capture_output=True, check=True).stdout
     evil = tmp_path / "evil.tar"
     evil.write_bytes(crafted(outer=genuine, hidden=hidden_archive()))
@@ -560,8 +560,8 @@ def test_a_stream_checked_in_a_private_spool_still_loads(tmp_path):
 
 # -- issue 22: unproven connections cannot hold the server -------------------------------------------
 def test_a_slow_loris_is_dropped_at_the_handshake_deadline(tmp_path, monkeypatch):
-    from ansible_collections.lanekit.serving.plugins.modules import image_serve
-    monkeypatch.setattr(image_serve, "AUTH_TIMEOUT", 1.0)
+    from ansible_collections.lanekit.serving.plugins.module_utils._image import _stream_server
+    monkeypatch.setattr(_stream_server, "AUTH_TIMEOUT", 1.0)
     port = free_port()
     thread, outcome, _module = start_server(tmp_path, port, save_argv(), idle_timeout=1)
     loris = socket.create_connection(("127.0.0.1", port))
@@ -590,7 +590,7 @@ def test_a_slow_loris_is_dropped_at_the_handshake_deadline(tmp_path, monkeypatch
 
 
 def test_one_address_holds_at_most_two_unproven_connections_and_a_node_is_still_served(tmp_path):
-    from ansible_collections.lanekit.serving.plugins.modules.image_serve import PREAUTH_PER_PEER
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream_server import PREAUTH_PER_PEER
     port = free_port()
     thread, outcome, _module = start_server(tmp_path, port, save_argv(), idle_timeout=2)
     held = [socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.2", 0))

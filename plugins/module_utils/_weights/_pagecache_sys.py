@@ -1,9 +1,9 @@
 # Copyright: lanekit developers
 # Apache-2.0
 # Note that this module util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""Page-cache residency of weight files, bounded warming and explicit eviction.
+"""Page-cache residency of weight files and the memory figures, read from the kernel.
 
-Measurement never reads file data:
+One job: ask the kernel, never read file data. Measurement:
 
 - ``cachestat(2)`` (Linux >= 6.5, syscall 451 on every architecture that has it) gives the
   cached page count of a whole file in one call;
@@ -12,12 +12,11 @@ Measurement never reads file data:
   (kernel >= 5.2), and ``cachestat`` refuses the same caller with EPERM: in that case the
   residency is reported as unknown (None), never as warm.
 
-Warming is parallel large sequential reads (``pread`` into a reused buffer), ordered, skipping
-ranges that are already resident, and bounded by a MemFree floor read from ``/proc/meminfo``:
-on unified-memory hosts (GB10) page cache is memory the GPU does not see as free.
-
-Eviction is ``posix_fadvise(DONTNEED)`` on the named files only. Nothing here touches the
-kernel's global cache controls.
+Also ``/proc/meminfo`` (the collection's one parser), whether the GPU shares the host's memory
+(unified memory: page cache is memory the GPU does not see as free), ``posix_fadvise(DONTNEED)``
+on one open file, and which processes hold files under a directory. Nothing here touches the
+kernel's global cache controls. The warming loop and eviction are ``_pagecache_warm``; the
+budget policy is ``_pagecache_budget``.
 
 Stdlib only (ctypes for the syscalls).
 """
@@ -32,8 +31,7 @@ import platform
 import re
 import stat as statmod
 import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 GIB = 1 << 30
@@ -275,7 +273,7 @@ def summarize(results: Sequence[FileResidency], psize: int) -> dict[str, Any]:
     total = sum(r.size for r in results)
     known = [r for r in results if r.resident_pages is not None]
     unknown = [r for r in results if r.resident_pages is None]
-    rb = sum(r.resident_bytes(psize) for r in known)
+    rb = sum(r.resident_bytes(psize) or 0 for r in known)  # known: never None; "or 0" is for the type
     methods = sorted({r.method for r in results})
     out = {
         "files": len(results), "bytes_total": total,
@@ -322,7 +320,7 @@ def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
 
 def meminfo_report(mi: dict[str, int]) -> dict[str, Any]:
     keys = ("MemTotal", "MemFree", "MemAvailable", "Cached")
-    d = {k: mi.get(k) for k in keys}
+    d: dict[str, Any] = {k: mi.get(k) for k in keys}
     d.update({k.lower() + "_gib": round(mi[k] / GIB, 2) for k in keys if k in mi})
     if "MemAvailable" in mi and "MemFree" in mi:
         d["available_minus_free"] = mi["MemAvailable"] - mi["MemFree"]
@@ -346,208 +344,6 @@ def detect_uma(root: str = "/proc/driver/nvidia/gpus") -> tuple[bool, str | None
     return False, None
 
 
-def engine_claim_bytes(memory_fraction: float, device_memory_bytes: int) -> int:
-    """Memory the engine will take at start: its fraction of the device memory."""
-    if memory_fraction < 0 or memory_fraction > 1:
-        raise ValueError("memory_fraction must be within 0..1")
-    return int(memory_fraction * max(0, device_memory_bytes))
-
-
-def memfree_floor(memory_fraction: float, device_memory_bytes: int, headroom_bytes: int) -> int:
-    """The MemFree level warming must never push below: the engine's claim plus headroom."""
-    return engine_claim_bytes(memory_fraction, device_memory_bytes) + max(0, int(headroom_bytes))
-
-
-def warm_budget(mem_free: int, floor: int, need: int, cap: int | None = None) -> int:
-    """Bytes that may be newly cached: what is needed, at most MemFree - floor, at most ``cap``."""
-    room = max(0, mem_free - floor)
-    b = min(max(0, need), room)
-    if cap is not None:
-        b = min(b, max(0, int(cap)))
-    return b
-
-
-# ---------------------------------------------------------------------------------------------
-# ordering
-
-
-def natural_key(s: str) -> list[int | str]:
-    return [int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", s)]
-
-
-def order_for_rank(paths: Iterable[str], rank: int | None = None, world_size: int | None = None,
-                   first: Sequence[str] | None = None) -> list[str]:
-    """Warm order: explicitly named files, then this rank's share of the sorted files
-    (``sorted[rank::world_size]``, the split the engines' own prefetch uses), then the rest;
-    natural order inside each group."""
-    ps = sorted(paths, key=natural_key)
-    first = [p for p in (first or []) if p in set(ps)]
-    mine = []
-    if rank is not None and world_size and world_size > 0:
-        big = [p for p in ps if p not in first]
-        mine = big[rank % world_size::world_size]
-    head = first + [p for p in mine if p not in first]
-    seen = set(head)
-    return head + [p for p in ps if p not in seen]
-
-
-# ---------------------------------------------------------------------------------------------
-# warm
-
-
-class WarmResult:
-    """What a warm did: bytes read and skipped, time, why it stopped, the lowest free memory seen."""
-
-    def __init__(self) -> None:
-        self.bytes_read = 0
-        self.bytes_skipped_resident = 0
-        self.seconds = 0.0
-        self.limited_by = "done"
-        self.min_mem_free: int | None = None
-        self.errors: list[str] = []
-
-
-def warm_files(files: Iterable[tuple[str, int]], threads: int = 4, block_size: int = 16 * MIB,
-               floor_bytes: int = 0, budget_bytes: int | None = None, max_seconds: float | None = None,
-               segment_bytes: int = 256 * MIB, meminfo: Callable[[], dict[str, int]] | None = None,
-               skip_resident: bool = True, use_sendfile: bool = True, free_key: str = "MemFree") -> WarmResult:
-    """Read ``files`` ([(path, size)] in priority order) into the page cache.
-
-    Work is split into segments taken in order by ``threads`` workers; each segment is read
-    sequentially in ``block_size`` pieces, with ``sendfile`` to /dev/null (the kernel reads the
-    pages into the page cache and copies nothing to user space), or ``pread`` into a reused
-    buffer where sendfile is refused. Before each block the worker
-    checks ``free - threads*block_size >= floor_bytes`` (free is the ``free_key`` line of
-    /proc/meminfo: MemFree on unified memory, MemAvailable otherwise) and the byte budget, and stops
-    everyone when either would be crossed (``limited_by='budget'``) or when ``max_seconds`` is
-    over (``'time'``). With cachestat available a block already resident is skipped.
-    """
-    res = WarmResult()
-    meminfo = meminfo or read_meminfo
-    segs = []
-    for path, size in files:
-        off = 0
-        while off < size:
-            n = min(segment_bytes, size - off)
-            segs.append((path, off, n))
-            off += n
-    lock = threading.Lock()
-    stop = threading.Event()
-    state = {"next": 0, "new": 0}
-    t0 = time.monotonic()
-    margin = threads * block_size
-
-    def limit(reason: str) -> None:
-        with lock:
-            if res.limited_by == "done":
-                res.limited_by = reason
-        stop.set()
-
-    def allowed(nbytes: int) -> bool:
-        if max_seconds is not None and time.monotonic() - t0 > max_seconds:
-            limit("time")
-            return False
-        mi = meminfo()
-        free = mi.get(free_key, 0)
-        with lock:
-            if res.min_mem_free is None or free < res.min_mem_free:
-                res.min_mem_free = free
-            if budget_bytes is not None and state["new"] + nbytes > budget_bytes:
-                over = True
-            else:
-                over = False
-                state["new"] += nbytes
-        if over or free - margin - nbytes < floor_bytes:
-            if not over:
-                with lock:
-                    state["new"] -= nbytes
-            limit("budget")
-            return False
-        return True
-
-    def worker() -> None:
-        buf = bytearray(block_size)
-        fds = {}
-        try:
-            null_fd = os.open(os.devnull, os.O_WRONLY) if use_sendfile else None
-        except OSError:
-            null_fd = None
-        psize = page_size()
-        use_cs = skip_resident and cachestat_nr() is not None
-        try:
-            while not stop.is_set():
-                with lock:
-                    i = state["next"]
-                    if i >= len(segs):
-                        return
-                    state["next"] = i + 1
-                path, off, n = segs[i]
-                fd = fds.get(path)
-                if fd is None:
-                    try:
-                        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOATIME", 0))
-                    except PermissionError:
-                        fd = os.open(path, os.O_RDONLY)
-                    try:
-                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-                    except OSError:
-                        pass
-                    fds[path] = fd
-                end = off + n
-                pos = off
-                while pos < end and not stop.is_set():
-                    ln = min(block_size, end - pos)
-                    new = ln
-                    if use_cs:
-                        try:
-                            cached = cachestat(fd, pos, ln)[0]
-                            new = max(0, ln - cached * psize)
-                        except OSError:
-                            use_cs = False
-                    if use_cs and new == 0:
-                        with lock:
-                            res.bytes_skipped_resident += ln
-                        pos += ln
-                        continue
-                    if not allowed(new):
-                        return
-                    got = None
-                    if null_fd is not None:
-                        try:
-                            # zero-copy: the pages land in the page cache, nothing is copied to us
-                            got = os.sendfile(null_fd, fd, pos, ln)
-                        except OSError:
-                            got = None
-                            os.close(null_fd)
-                            null_fd = None
-                    if got is None:
-                        got = os.preadv(fd, [memoryview(buf)[:ln]], pos)
-                    with lock:
-                        res.bytes_read += got
-                    if got <= 0:
-                        break
-                    pos += got
-        except OSError as exc:
-            with lock:
-                res.errors.append(f"{exc.filename or 'read'}: {exc.strerror or exc}")
-            stop.set()
-        finally:
-            for fd in fds.values():
-                os.close(fd)
-            if null_fd is not None:
-                os.close(null_fd)
-
-    ths = [threading.Thread(target=worker, daemon=True) for _slot in range(max(1, threads))]
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join()
-    res.seconds = time.monotonic() - t0
-    if res.errors and res.limited_by == "done":
-        res.limited_by = "error"
-    return res
-
-
 def release_pages(fd: int, offset: int = 0, length: int = 0) -> bool:
     """posix_fadvise(DONTNEED) on a range of one open file (clean pages only); best effort.
 
@@ -558,21 +354,6 @@ def release_pages(fd: int, offset: int = 0, length: int = 0) -> bool:
     except (OSError, AttributeError):
         return False
     return True
-
-
-def evict_files(paths: Iterable[str]) -> int:
-    """posix_fadvise(DONTNEED) on each file; returns how many files were advised."""
-    n = 0
-    for p in paths:
-        try:
-            fd = os.open(p, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            n += release_pages(fd)
-        finally:
-            os.close(fd)
-    return n
 
 
 def processes_mapping(prefix: str, proc: str = "/proc") -> list[int]:
