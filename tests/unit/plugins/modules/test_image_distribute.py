@@ -442,10 +442,11 @@ def test_a_slow_save_still_updates_a_node_by_delta(tmp_path):
 def test_a_delta_that_stalls_falls_back_to_the_whole_stream(tmp_path):
     port = free_port()
     # No keep-alive within the node's stall timeout (a source that says nothing while it saves): the
-    # shortened stream times out, the whole one flows as soon as the save writes.
-    thread, _outcome, _module = start_server(tmp_path, port, save_argv(delay=1.2), keepalive=5.0)
+    # shortened stream times out, the whole one flows as soon as the save writes (0.5 s after the
+    # fallback starts: a second of slack for a loaded machine).
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(delay=2.0), keepalive=5.0)
     node = LoadingNode(tmp_path, base=True)
-    result = node.run(port, stream_timeout=0.8)
+    result = node.run(port, stream_timeout=1.5)
     thread.join(timeout=30)
     assert result["action"] == "loaded" and result["skipped_layers"] == 0 and node.tagged() == [REF]
     assert any("loading the whole image instead" in w for w in node.module.warnings)
