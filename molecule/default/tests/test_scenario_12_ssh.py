@@ -1,4 +1,4 @@
-"""Scenario 11: the simulated cluster reached as a real cluster is - over SSH as the operator
+"""Scenario 12: the simulated cluster reached as a real cluster is - over SSH as the operator
 account lanekit, which becomes root with sudo, host keys checked against sim-up's known_hosts.
 What an operator meets: a node that does not answer, a node whose host key changed and a node
 whose sudo asks for a password are each refused up front with a sentence naming the node and the
