@@ -348,10 +348,10 @@ class CacheWarmth:
         sum_before = pc.summarize([before[r] for r in order], self.psize)
         unknown = sum_before["unknown_files"]
         if unknown:
-            reasons = sorted({before[r].reason for r in order if before[r].reason})
+            reasons = sorted({reason for r in order if (reason := before[r].reason)})
             self.warn(f"Residency of {len(unknown)} file(s) is unknown ({'; '.join(reasons)}); it is reported "
                       "as unknown, not as warm.")
-        missing = [r for r in order if before[r].reason and before[r].reason.startswith("cannot open")]
+        missing = [r for r in order if (before[r].reason or "").startswith("cannot open")]
         if missing:
             # weights_verify is the gate for missing files; here they are reported and left out
             self.warn(f"{len(missing)} weight file(s) cannot be opened on this node and are left out: "
