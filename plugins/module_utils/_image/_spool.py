@@ -65,7 +65,8 @@ class SaveSpool:
         start = time.monotonic()
         try:
             proc = self.docker.popen(["image", "save", self.ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            assert proc.stdout is not None and proc.stderr is not None  # both PIPE above
+            if proc.stdout is None or proc.stderr is None:  # never: both are PIPE above; said for mypy
+                raise OSError("docker save started without its output pipes")
             fd = os.open(self.path, os.O_WRONLY)
             digest = hashlib.sha256()
             try:
