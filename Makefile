@@ -1,6 +1,6 @@
 # lanekit.serving — developer entry points. Two commands matter on a fresh Debian 12 machine:
 #   make demo   # creates the venv, brings up the simulated cluster, deploys the default lane
-#   make test   # unit tests, lint, syntax checks, molecule on the simulated cluster
+#   make test   # unit and integration tests, types, lint, syntax checks, molecule on the simulated cluster
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -14,7 +14,7 @@ COLLECTION_LINK := .collections/ansible_collections/lanekit/serving
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv venv-bench demo demo-real test unit lint syntax plan sim-up sim-down host-deps molecule build changelog clean
+.PHONY: venv venv-bench demo demo-real test unit integration typecheck lint syntax plan sim-up sim-down host-deps molecule build changelog clean
 
 $(BIN)/ansible-playbook: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -61,8 +61,28 @@ demo-real: venv host-deps
 	$(BIN)/ansible-playbook tests/sim/playbooks/sim_up.yml -e sim_cluster_real_vllm=true $(SIM_ARGS)
 	$(BIN)/ansible-playbook playbooks/deploy_lane.yml -i inventories/sim-cpu -e lane=$(REAL_LANE)
 
-unit: venv venv-bench
-	$(BIN)/pytest -q tests/unit
+# The unit tests need only the controller venv: the few that drive the bench tools skip without
+# .venv-bench. The run fails when the unit tests cover less of plugins/ than COVERAGE_FLOOR percent
+# (measured 90% when the floor was set; lower it only with a reason in the commit). Coverage data
+# goes to a temporary file: a test run leaves the working tree as it found it.
+COVERAGE_FLOOR ?= 87
+unit: venv
+	cov=$$(mktemp -u /tmp/lanekit-coverage.XXXXXX); rc=0; \
+	  COVERAGE_FILE=$$cov $(BIN)/pytest -q -p no:cacheprovider tests/unit \
+	    --cov=plugins --cov-report= --cov-fail-under=$(COVERAGE_FLOOR) || rc=$$?; \
+	  rm -f "$$cov"*; exit $$rc
+
+# Tests that run ansible-playbook on the controller (local connection, no cluster): roles and
+# playbooks end to end, slower than unit tests.
+integration: venv
+	$(BIN)/pytest -q -p no:cacheprovider tests/integration
+
+# mypy over plugins/ with mypy.ini (community.docker's settings: every function annotated). The
+# collection is checked under its Ansible name through the .collections link, so each file is
+# checked once; the paths are printed relative to the checkout.
+typecheck: venv
+	set -o pipefail; $(BIN)/mypy -p ansible_collections.lanekit.serving.plugins \
+	  | sed 's#^\.collections/ansible_collections/lanekit/serving/##'
 
 syntax: venv
 	for p in playbooks/*.yml tests/sim/playbooks/*.yml; do \

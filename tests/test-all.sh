@@ -17,7 +17,7 @@ trap 'kill "$sim_pid" 2>/dev/null || true' EXIT
 echo "test: sim-up runs in the background (log: $log)"
 
 checks=0
-make unit syntax lint sanity build || checks=$?
+make unit integration typecheck syntax lint sanity build || checks=$?
 echo "test: the checks took $SECONDS s"
 
 start=$SECONDS

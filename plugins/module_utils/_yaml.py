@@ -18,6 +18,7 @@ import datetime
 import json
 import math
 import re
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
@@ -50,12 +51,12 @@ if yaml is not None:
     class LanekitLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
         """SafeLoader with duplicate-key, alias and depth limits."""
 
-        def __init__(self, stream) -> None:
+        def __init__(self, stream: str) -> None:
             super().__init__(stream)
             self._depth = 0
             self._aliases = 0
 
-        def compose_node(self, parent, index):
+        def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 self._aliases += 1
                 if self._aliases > MAX_ALIASES:
@@ -70,7 +71,7 @@ if yaml is not None:
             finally:
                 self._depth -= 1
 
-        def construct_mapping(self, node, deep=False):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, MappingNode):
                 seen: dict = {}
                 for key_node, _value in node.value:
@@ -100,16 +101,17 @@ if yaml is not None:
     Yaml12Loader.add_implicit_resolver(
         "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 else:  # pragma: no cover
-    LanekitLoader = None
-    Yaml12Loader = None
+    # Without PyYAML the names exist but load_text refuses first; mypy sees the classes above.
+    LanekitLoader = None  # type: ignore[misc, assignment]
+    Yaml12Loader = None  # type: ignore[misc, assignment]
 
 
-def _expanded_size(root) -> int:
+def _expanded_size(root: Any) -> int:
     """Nodes of the document with every alias expanded, without expanding it; refuses cycles."""
     sizes: dict[int, int] = {}
     active: set[int] = set()
 
-    def size(node) -> int:
+    def size(node: Any) -> int:
         key = id(node)
         if key in sizes:
             return sizes[key]
@@ -150,7 +152,7 @@ def _check_size(data: bytes | str, source: str) -> None:
                            f"hold; refused.")
 
 
-def load_text(data: bytes | str, source: str, yaml12: bool = False):
+def load_text(data: bytes | str, source: str, yaml12: bool = False) -> Any:
     """Parse one YAML document from ``data``; every problem is a LanekitError naming ``source``.
 
     ``yaml12``: YAML 1.2 booleans (vLLM recipes are written for js-yaml), same limits otherwise."""
@@ -183,7 +185,7 @@ def load_text(data: bytes | str, source: str, yaml12: bool = False):
         loader.dispose()
 
 
-def _depth_of(value) -> int:
+def _depth_of(value: Any) -> int:
     """Nesting depth of parsed data, without recursion (JSON has no aliases, but may nest deep)."""
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -198,13 +200,13 @@ def _depth_of(value) -> int:
     return deepest
 
 
-def load_json_text(data: bytes | str, source: str):
+def load_json_text(data: bytes | str, source: str) -> Any:
     """Parse one JSON document with the YAML loader's limits (size, UTF-8, depth) and duplicate keys refused."""
     _check_size(data, source)
     text = _decode(data, source)
 
-    def no_duplicates(pairs):
-        out: dict = {}
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
                 raise _Refused(f"sets the key {key!r} twice in one object; JSON readers would keep one silently: "
@@ -256,13 +258,13 @@ def load_file(path: str, what: str = "", yaml12: bool = False) -> object:
 _DIGITS_RE = re.compile(r"[0-9]+")
 
 
-def ascii_digits(text) -> bool:
+def ascii_digits(text: object) -> bool:
     """True for text of ASCII digits only. ``str.isdigit`` is also true for '²' or '٣', which ``int()``
     refuses or reads as a different number than the one a person sees."""
     return isinstance(text, str) and _DIGITS_RE.fullmatch(text) is not None
 
 
-def whole_number(value):
+def whole_number(value: object) -> int | None:
     """``value`` as an int when it is one (not a bool) or ASCII-digit text (surrounding spaces allowed); else None."""
     if isinstance(value, bool):
         return None
@@ -273,12 +275,12 @@ def whole_number(value):
     return None
 
 
-def finite_number(value) -> bool:
+def finite_number(value: object) -> bool:
     """A real number for a comparison: int or float, not a bool, not NaN or infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def describe(value) -> str:
+def describe(value: object) -> str:
     """A value as a sentence names it, without Python's type names."""
     if value is None:
         return "null"
@@ -303,7 +305,7 @@ def describe(value) -> str:
     return "a value of an unsupported kind"
 
 
-def plain(value, _depth: int = 0):
+def plain(value: Any, _depth: int = 0) -> Any:
     """``value`` with Ansible's tagged/unsafe subclasses turned into plain dict, list, str, int, float, bool."""
     if _depth > MAX_DEPTH:
         raise LanekitError(f"a value nests deeper than {MAX_DEPTH} levels; refused.")

@@ -16,6 +16,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI, tail
@@ -25,7 +26,7 @@ CHUNK = 4 << 20
 SPOOL_PREFIX = "stream-"
 
 
-def stale_spools(spool_dir: str, alive=None) -> list:
+def stale_spools(spool_dir: str, alive: Callable[[int], bool] | None = None) -> list:
     """Spool files in ``spool_dir`` left by a server that no longer runs (its pid is in the name)."""
     alive = alive or (lambda pid: os.path.exists(f"/proc/{pid}"))
     found = []
@@ -50,7 +51,7 @@ class SaveSpool:
         self.done = False
         self.error = ""
         self.seconds = 0.0
-        self.index = None
+        self.index: dict[str, list] | None = None
         self.index_lock = threading.Lock()
         self.sha256 = ""
         self.thread = threading.Thread(target=self._run, name="docker-save", daemon=True)
@@ -64,6 +65,8 @@ class SaveSpool:
         start = time.monotonic()
         try:
             proc = self.docker.popen(["image", "save", self.ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            if proc.stdout is None or proc.stderr is None:  # never: both are PIPE above; said for mypy
+                raise OSError("docker save started without its output pipes")
             fd = os.open(self.path, os.O_WRONLY)
             digest = hashlib.sha256()
             try:
@@ -165,7 +168,7 @@ class ReceiveSpool:
         os.unlink(path)
         self.size = 0
 
-    def write(self, data) -> None:
+    def write(self, data: bytes) -> None:
         view = memoryview(data)
         try:
             while view:
@@ -193,7 +196,7 @@ class ReceiveSpool:
             self.fd = -1
 
 
-def docker_load(popen, spool: ReceiveSpool) -> tuple[int, bytes, bytes]:
+def docker_load(popen: Callable[..., subprocess.Popen], spool: ReceiveSpool) -> tuple[int, bytes, bytes]:
     """``docker load`` of a proven spool (its descriptor is the command's stdin): (rc, out, err)."""
     proc = popen(["image", "load"], stdin=spool.reader(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = proc.communicate()

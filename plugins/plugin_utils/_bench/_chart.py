@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 
-def series(report: dict[str, Any]) -> dict[str, dict[int, list[tuple[int, float | None, float | None]]]]:
+def series(report: dict[str, Any]) -> dict[int, list[tuple[int, float | None, float | None]]]:
     """{concurrency: [(depth, pp_tps, tg_tps), ...]} of one report, depths ascending."""
     out: dict[int, list[tuple[int, float | None, float | None]]] = {}
     for row in report.get("throughput") or []:

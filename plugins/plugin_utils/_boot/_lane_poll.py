@@ -95,7 +95,7 @@ def lane_members(plan: Mapping[str, Any], task_vars: Mapping[str, Any], task: st
             f"run with -f {len(hosts)} or set forks in ansible.cfg.")
     api_head = (plan.get("api") or {}).get("host")
     head_hosts = [r["host"] for r in ranks if r.get("role") in engines.API_ROLES]
-    coordinator = api_head if api_head in hosts else (head_hosts[0] if head_hosts else hosts[0])
+    coordinator = api_head if isinstance(api_head, str) and api_head in hosts else (head_hosts[0] if head_hosts else hosts[0])
     return LaneMembers(lane, plan.get("engine") or engine, ranks, hosts, coordinator)
 
 
@@ -213,7 +213,7 @@ class LaneWorker:
         self.members = members
         self.lane = members.lane
         self.engine = members.engine
-        self.me = task_vars.get("inventory_hostname")
+        self.me: str = task_vars.get("inventory_hostname", "")  # always set by Ansible
         self.coordinator = members.coordinator
         self.is_coordinator = self.me == members.coordinator
         self.rdv = rdv
@@ -323,8 +323,8 @@ class LaneWorker:
         statuses: dict[int, RankStatus] = {}
         for spec in self.members.ranks:
             rank, host = int(spec["node_rank"]), spec["host"]
-            report = reports.get(host)
-            data = ((report or {}).get("ranks") or {}).get(str(rank))
+            report = reports.get(host) or {}
+            data = (report.get("ranks") or {}).get(str(rank))
             if data is None:
                 status = rankstatus.build(spec, None, None, time.time(), gather_error=f"no report from {host} yet")
             else:

@@ -19,6 +19,7 @@ never the side effect of a variable that went missing.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 DATA_DIR = "/var/lib/registry"
@@ -101,8 +102,10 @@ def _ports(container: dict) -> set:
     return {((b.get("HostIp") or "0.0.0.0").strip("[]"), str(b.get("HostPort") or "")) for b in bindings}
 
 
-def _same_file(mount, path: str) -> bool:
-    return bool(mount) and mount[0] == "bind" and os.path.normpath(mount[1]) == os.path.normpath(path)
+def _same_file(mount: Sequence[str] | None, path: str) -> bool:
+    if not mount:
+        return False
+    return mount[0] == "bind" and os.path.normpath(mount[1]) == os.path.normpath(path)
 
 
 def _refusal(name: str, host: str, env: dict, wanted: Wanted) -> str:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe
 from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _rules as R
@@ -48,7 +50,11 @@ class Choice:
         return "the choice " + " ".join(parts)
 
 
-def _int_or_none(value, what: str, fail):
+# fail(rule, reason=None): the refusal to raise (an input-shape problem when reason is None).
+Fail = Callable[..., Exception]
+
+
+def _int_or_none(value: Any, what: str, fail: Fail) -> int | None:
     if value in (None, ""):
         return None
     if isinstance(value, bool):
@@ -62,7 +68,7 @@ def _int_or_none(value, what: str, fail):
     return number
 
 
-def _check_inputs(c: Choice, fail) -> None:
+def _check_inputs(c: Choice, fail: Fail) -> None:
     """The choice's own values have the kinds the rules compare (a list-valued mode would be unhashable)."""
     for key in ("hardware", "strategy", "variant", "preset"):
         value = getattr(c, key)
@@ -81,7 +87,7 @@ def _check_inputs(c: Choice, fail) -> None:
                        "named as text (e.g. {\"spec_decoding\": \"mtp\"})")
 
 
-def _apply_preset(src: RecipeSource, c: Choice, fail) -> None:
+def _apply_preset(src: RecipeSource, c: Choice, fail: Fail) -> None:
     presets = src.recipe.get("presets") or {}
     if c.preset not in presets:
         raise fail("unknown_preset", f"preset {c.preset!r} is not one of the recipe's presets "
@@ -153,7 +159,7 @@ def resolve(src: RecipeSource, c: Choice) -> Choice:
     """Check ``c`` against the recipe; fill its defaults; raise the first rule it breaks."""
     recipe = src.recipe
 
-    def fail(rule, reason=None):
+    def fail(rule: str, reason: str | None = None) -> Exception:
         if reason is None:  # an input-shape problem
             return R.refuse(src.name, c.describe(), "bad_input", f"{rule} is not a whole number")
         return R.refuse(src.name, c.describe(), rule, reason)
@@ -248,7 +254,7 @@ def resolve(src: RecipeSource, c: Choice) -> Choice:
     return c
 
 
-def _resolve_pools(src: RecipeSource, c: Choice, profile: dict, variant: dict, fail) -> None:
+def _resolve_pools(src: RecipeSource, c: Choice, profile: dict, variant: dict, fail: Fail) -> None:
     recipe = src.recipe
     gpus = profile.get("gpu_count") if isinstance(profile.get("gpu_count"), int) else 1
     so = (recipe.get("strategy_overrides") or {}).get("pd_cluster") or {}
@@ -294,7 +300,7 @@ def _resolve_pools(src: RecipeSource, c: Choice, profile: dict, variant: dict, f
     c.pd = pools
 
 
-def _resolve_features(src: RecipeSource, c: Choice, variant: dict, profile: dict, fail) -> None:
+def _resolve_features(src: RecipeSource, c: Choice, variant: dict, profile: dict, fail: Fail) -> None:
     recipe = src.recipe
     declared = recipe.get("features") or {}
     if c.features is None:

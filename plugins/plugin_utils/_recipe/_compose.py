@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
@@ -32,7 +34,7 @@ NVL4_HARDWARE = ("gb200", "gb300")
 PORTS = {"prefill": 8001, "decode": 8002}
 
 
-def _is_flag(token) -> bool:
+def _is_flag(token: Any) -> bool:
     return isinstance(token, str) and token.startswith("-")
 
 
@@ -63,7 +65,7 @@ def dedupe(tokens: list) -> list:
     return [t for unit in reversed(keep) for t in unit]
 
 
-def shell_quote(value):
+def shell_quote(value: Any) -> Any:
     if not isinstance(value, str) or value == "":
         return value
     if re.match(r"^\$[A-Z_][A-Z0-9_]*$", value) or re.match(r"^[A-Za-z0-9_./=:@,+%-]+$", value):
@@ -88,7 +90,7 @@ def display_command(model: str, argv_tail: list) -> str:
     return f"vllm serve {model} \\\n  " + " \\\n  ".join(lines)
 
 
-def _patch(value, patch):
+def _patch(value: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch: mappings merge, null deletes, anything else replaces."""
     if not isinstance(patch, dict):
         return patch
@@ -195,8 +197,8 @@ class _Composer:
                            f"strategy_overrides.{self.c.strategy}.{role}.hardware_overrides.{self.hw}"))
         return [(m, o) for m, o in layers if isinstance(m, dict)]
 
-    def _features(self):
-        """(feature key, mapping of args/env, origin) of each enabled feature, in order."""
+    def _features(self) -> Iterator[tuple[dict[str, Any], str]]:
+        """(mapping of args/env, origin naming the feature) of each enabled feature, in order."""
         declared = self.recipe.get("features") or {}
         for fkey in self.c.features:
             feat = declared.get(fkey) or {}
@@ -273,7 +275,7 @@ class _Composer:
     def args(self, role: str | None, rank: int) -> list:
         toks: list = []
 
-        def add(values, origin):
+        def add(values: Any, origin: str) -> None:
             toks.extend((v, origin) for v in (values or []))
 
         c = self.c
@@ -309,7 +311,7 @@ class _Composer:
     def env(self, role: str | None, rank: int) -> dict:
         env: dict = {}
 
-        def put(values, origin):
+        def put(values: Any, origin: str) -> None:
             for k, v in (values or {}).items():
                 env[k] = (v, origin)
 
@@ -416,7 +418,7 @@ def compile_recipe(src: RecipeSource, choice: Choice) -> dict:
 _SHELL_SAFE_RE = re.compile(r"[A-Za-z0-9_./:,=@%+-]+|\$[A-Z_][A-Z0-9_]*")
 
 
-def _shell_word(value) -> str:
+def _shell_word(value: Any) -> str:
     """One shell word; a ``$PLACEHOLDER`` stays bare so the shell fills it in, as on the recipe site."""
     text = str(value)
     return text if _SHELL_SAFE_RE.fullmatch(text) else "'" + text.replace("'", "'\\''") + "'"

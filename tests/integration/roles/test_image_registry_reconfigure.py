@@ -98,7 +98,7 @@ def _builder(tmp_path):
 
 def play(tmp_path, **extra):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(tmp_path / "fakes"), os.path.join(REPO, ".collections")]))
+               ANSIBLE_COLLECTIONS_PATH=os.pathsep.join([str(tmp_path / "fakes"), os.environ["ANSIBLE_COLLECTIONS_PATH"]]))
     argv = [ANSIBLE_PLAYBOOK, "-i", str(tmp_path / "hosts.ini"), str(tmp_path / "play.yml"),
             "-e", json.dumps(extra)]
     proc = subprocess.run(argv, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=180, check=False)
