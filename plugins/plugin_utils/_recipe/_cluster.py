@@ -19,6 +19,8 @@ import copy
 import dataclasses
 import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 try:
     import yaml
@@ -195,7 +197,7 @@ def cluster_choice(src: RecipeSource, choice: Choice, cluster: Cluster) -> tuple
     return sized, out
 
 
-def _pd_for_cluster(src: RecipeSource, strategy: str, pd, nodes: int, cluster: Cluster) -> dict:
+def _pd_for_cluster(src: RecipeSource, strategy: str, pd: Any, nodes: int, cluster: Cluster) -> dict:
     """The P/D pools sized to the inventory: each pool on nodes of its own, together every lane_nodes host."""
     pd = copy.deepcopy(pd) if isinstance(pd, dict) else {}
     sized = any(isinstance(pd.get(r), dict) and "nodes" in pd[r] for r in ("prefill", "decode"))
@@ -273,7 +275,8 @@ def image_spec_text(spec: dict, arch: str) -> str:
             + yaml.safe_dump(spec, sort_keys=False, default_flow_style=False))
 
 
-def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, header: list[str], write,
+def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, header: list[str],
+                       write: Callable[[str, str], bool],
                        arch: str = "amd64") -> dict:
     """Write ``<reports_root>/<lane>/<lane>.yml`` and its image spec; return lane, lanes_dir, images_dir, changed.
 

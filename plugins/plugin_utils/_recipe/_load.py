@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import load_json_text, load_text, read_limited
@@ -153,7 +154,7 @@ def load_recipe(path: str, root: str | None = None) -> RecipeSource:
     return recipe_from_data(read_data(path, "; pass the path of a recipe file"), path, root)
 
 
-def recipe_from_data(data, path: str, root: str | None = None, tree: tuple[dict, dict] | None = None) -> RecipeSource:
+def recipe_from_data(data: Any, path: str, root: str | None = None, tree: tuple[dict, dict] | None = None) -> RecipeSource:
     """A :class:`RecipeSource` from already-parsed recipe data (typed here) and the tree at ``root`` or above ``path``.
 
     ``tree``: (profiles, strategies) already read from that root (``load_tree``), to compile many

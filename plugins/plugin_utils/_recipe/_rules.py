@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 MAX_NODES = 16
-PRECISION_GATES = {"nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
+PRECISION_GATES: dict[str | None, dict[str, str]] = {"nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
                    "fp4": {"brand": "NVIDIA", "generation": "blackwell"}}
 POOL_MODES = ("tp", "tep", "dep")
 
@@ -34,7 +35,7 @@ def refuse(recipe_name: str, choice_text: str, rule: str, reason: str) -> Recipe
     return RecipeRefusal(rule, f"recipe {recipe_name} refuses {choice_text} (rule {rule}): {reason}.")
 
 
-def js_or(*values):
+def js_or(*values: Any) -> Any:
     """JavaScript ``a || b``: the first truthy value (an empty mapping counts as truthy)."""
     for value in values:
         if isinstance(value, (dict, list)) or value:
@@ -42,24 +43,25 @@ def js_or(*values):
     return values[-1] if values else None
 
 
-def generation(profile: dict):
+def generation(profile: dict) -> Any:
     gen = profile.get("generation") or profile.get("gpu_generation")
     return gen[0] if isinstance(gen, list) and gen else gen
 
 
-def keyed(mapping, profile: dict, hw_id: str | None):
+def keyed(mapping: Any, profile: dict, hw_id: str | None) -> Any:
     """A hardware-keyed map: exact GPU id, then generation, then lower-case brand, then ``default``."""
     if not isinstance(mapping, dict):
         return None
     gen = generation(profile)
-    brand = profile.get("brand").lower() if isinstance(profile.get("brand"), str) else None
+    brand_name = profile.get("brand")
+    brand = brand_name.lower() if isinstance(brand_name, str) else None
     for key in (hw_id, gen, brand, "default"):
         if key is not None and mapping.get(key) is not None:
             return mapping[key]
     return None
 
 
-def gen_override(mapping, profile: dict):
+def gen_override(mapping: Any, profile: dict) -> Any:
     """A generation override: the ``<generation>`` entry, else ``nvidia`` on NVIDIA hardware."""
     if not isinstance(mapping, dict):
         return None
@@ -82,7 +84,7 @@ def strategy_on_hardware(recipe: dict, strategy: str, profile: dict, hw_id: str)
     return strategy in (recipe.get("compatible_strategies") or [])
 
 
-def _floor_of(block, key: str) -> float:
+def _floor_of(block: Any, key: str) -> float:
     if block is None:
         return 0
     if isinstance(block, (int, float)) and not isinstance(block, bool):
