@@ -275,7 +275,8 @@ def image_spec_text(spec: dict, arch: str) -> str:
             + yaml.safe_dump(spec, sort_keys=False, default_flow_style=False))
 
 
-def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, header: list[str], write: Callable[..., Any],
+def write_cluster_lane(src: RecipeSource, result: dict, reports_root: str, header: list[str],
+                       write: Callable[[str, str], bool],
                        arch: str = "amd64") -> dict:
     """Write ``<reports_root>/<lane>/<lane>.yml`` and its image spec; return lane, lanes_dir, images_dir, changed.
 

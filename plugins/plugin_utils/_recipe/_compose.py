@@ -25,7 +25,12 @@ from typing import Any
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import whole_number
 from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _rules as R
-from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._choice import Choice, resolve
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._choice import (
+    Choice,
+    Pool,
+    ResolvedChoice,
+    resolve,
+)
 from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import RecipeSource
 
 NVL4_ONLY_ENV = ("VLLM_USE_NCCL_SYMM_MEM", "NCCL_CUMEM_ENABLE", "NCCL_MNNVL_ENABLE", "NCCL_NVLS_ENABLE",
@@ -34,7 +39,7 @@ NVL4_HARDWARE = ("gb200", "gb300")
 PORTS = {"prefill": 8001, "decode": 8002}
 
 
-def _is_flag(token: Any) -> bool:
+def _is_flag(token: object) -> bool:
     return isinstance(token, str) and token.startswith("-")
 
 
@@ -103,7 +108,7 @@ def _patch(value: Any, patch: Any) -> Any:
     return out
 
 
-def _apply_json_args(tokens: list, json_args: dict, origin: str) -> list:
+def _apply_json_args(tokens: list, json_args: dict | None, origin: str) -> list:
     out = list(tokens)
     for flag, patch in (json_args or {}).items():
         for i, (tok, _o) in enumerate(out[:-1]):
@@ -135,16 +140,26 @@ def _remove(tokens: list, flags: list) -> list:
     return out
 
 
+def _pd_role(role: str | None) -> str:
+    """The pool of a pd_cluster command (compose() passes one with every pd_cluster command)."""
+    if role is None:
+        raise LanekitError("internal: a pd_cluster command was composed without its pool role.")
+    return role
+
+
 class _Composer:
-    def __init__(self, src: RecipeSource, c: Choice):
+    def __init__(self, src: RecipeSource, c: ResolvedChoice) -> None:
         self.src, self.c = src, c
+        self.pools: dict[str, Pool] = c.pd or {}  # pd_cluster only
+        self.nodes: int = c.nodes or 1  # c.nodes is None only for pd_cluster (sized by its pools)
         self.recipe = src.recipe
         self.variant = (self.recipe.get("variants") or {})[c.variant] or {}
         self.strategy = src.strategies[c.strategy]
         self.profile = src.profiles[c.hardware]
         self.hw = c.hardware
         self.gen = R.generation(self.profile)
-        self.gpus = self.profile.get("gpu_count") if isinstance(self.profile.get("gpu_count"), int) else 1
+        count = self.profile.get("gpu_count")
+        self.gpus: int = count if isinstance(count, int) else 1
         self.deploy = self.strategy.get("deploy_type") or "single_node"
         self.so = (self.recipe.get("strategy_overrides") or {}).get(c.strategy)
         self.preset = c.preset_data or {}
@@ -152,7 +167,7 @@ class _Composer:
 
     # -- pieces ---------------------------------------------------------------------------
 
-    def single_tp(self) -> int:
+    def single_tp(self) -> int | float:
         if self.c.strategy != "single_node_tp":
             return self.gpus
         cpu = self.profile.get("generation") == "cpu"
@@ -167,7 +182,7 @@ class _Composer:
         return 1 if need <= per_gpu else self.gpus
 
     def pool(self, role: str) -> dict:
-        pool = dict(self.c.pd[role])
+        pool = self.pools[role]
         so_role = (self.so or {}).get(role) or {}
         st_role = self.strategy.get(role) or {}
         nodes, mode = pool["nodes"], pool["parallelism"]
@@ -198,7 +213,7 @@ class _Composer:
         return [(m, o) for m, o in layers if isinstance(m, dict)]
 
     def _features(self) -> Iterator[tuple[dict[str, Any], str]]:
-        """(mapping of args/env, origin naming the feature) of each enabled feature, in order."""
+        """(feature key, mapping of args/env, origin) of each enabled feature, in order."""
         declared = self.recipe.get("features") or {}
         for fkey in self.c.features:
             feat = declared.get(fkey) or {}
@@ -251,6 +266,7 @@ class _Composer:
             out += ["--nnodes", nodes, "--node-rank", rank, "--master-addr", "$HEAD_IP"]
             return out + (["--headless"] if rank > 0 else [])
         if self.deploy == "pd_cluster":
+            role = _pd_role(role)
             pool = self.pool(role)
             up = role.upper()
             if pool["parallelism"] == "dep":
@@ -324,7 +340,7 @@ class _Composer:
             put(self.strategy.get("env"), f"strategy {c.strategy}")
         else:
             put((self.strategy.get(role) or {}).get("env"), f"strategy {c.strategy} {role}")
-            nodes = c.pd[role]["nodes"]
+            nodes = self.pools[_pd_role(role)]["nodes"]
             if nodes >= 1:
                 env["CUDA_VISIBLE_DEVICES"] = (",".join(str(i) for i in range(self.gpus)), "pd pool GPUs")
                 if nodes >= 2:
@@ -350,14 +366,15 @@ class _Composer:
             if self.hw not in NVL4_HARDWARE:
                 for key in NVL4_ONLY_ENV:
                     env.pop(key, None)
-            if rank > 0 and c.pd[role]["parallelism"] == "dep":
+            role = _pd_role(role)
+            if rank > 0 and self.pools[role]["parallelism"] == "dep":
                 old, new = f"${role.upper()}_NODE_1", f"${role.upper()}_NODE_{rank + 1}"
                 env = {k: ((new, o) if v == old else (v, o)) for k, (v, o) in env.items()}
         return env
 
     # -- output ---------------------------------------------------------------------------
 
-    def command(self, role_name: str, role: str | None, node: int, rank: int) -> dict:
+    def command(self, role_name: str, role: str | None, node: int, rank: int) -> dict[str, Any]:
         toks = self.args(role, rank)
         env = self.env(role, rank)
         tail = [t for t, _o in toks]
@@ -366,7 +383,7 @@ class _Composer:
                 "env": {k: v for k, (v, _o) in env.items()},
                 "origins": {"args": [o for _t, o in toks], "env": {k: o for k, (_v, o) in env.items()}}}
 
-    def router(self, pools: dict) -> str:
+    def router(self, pools: dict[str, dict[str, Any]]) -> str:
         policy = (self.strategy.get("router") or {}).get("policy") or "round_robin"
         lines = [f"vllm-router --policy {policy} \\", "    --vllm-pd-disaggregation \\"]
         for role, flag in (("prefill", "--prefill"), ("decode", "--decode")):
@@ -386,7 +403,7 @@ class _Composer:
         if self.deploy == "pd_cluster":
             pools = {role: self.pool(role) for role in ("prefill", "decode")}
             out["pools"] = pools
-            commands = []
+            commands: list[dict[str, Any]] = []
             for role in ("prefill", "decode"):
                 count = max(1, pools[role]["nodes"])
                 for k in range(count):
@@ -394,7 +411,7 @@ class _Composer:
             out["commands"] = commands
             out["router"] = self.router(pools)
         elif self.deploy == "multi_node":
-            out["commands"] = [self.command("head" if r == 0 else "worker", None, r, r) for r in range(self.c.nodes)]
+            out["commands"] = [self.command("head" if r == 0 else "worker", None, r, r) for r in range(self.nodes)]
         else:
             out["commands"] = [self.command("single", None, 0, 0)]
         return out
@@ -418,7 +435,7 @@ def compile_recipe(src: RecipeSource, choice: Choice) -> dict:
 _SHELL_SAFE_RE = re.compile(r"[A-Za-z0-9_./:,=@%+-]+|\$[A-Z_][A-Z0-9_]*")
 
 
-def _shell_word(value: Any) -> str:
+def _shell_word(value: object) -> str:
     """One shell word; a ``$PLACEHOLDER`` stays bare so the shell fills it in, as on the recipe site."""
     text = str(value)
     return text if _SHELL_SAFE_RE.fullmatch(text) else "'" + text.replace("'", "'\\''") + "'"

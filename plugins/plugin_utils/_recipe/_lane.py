@@ -114,7 +114,7 @@ def recipe_notes(src: RecipeSource, choice: dict) -> list[str]:
     return out
 
 
-def _value(token: str) -> Any:
+def _value(token: str) -> int | float | dict[str, Any] | str:
     """A flag value as a lane writes it: numbers and compact JSON as data when they render back identically."""
     if re.fullmatch(r"-?[0-9]+", token) and str(int(token)) == token:
         return int(token)
@@ -283,8 +283,8 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
         envs = [dict(c["env"]) for c in heads]
         shared_env = {k for k in envs[0] if envs[1].get(k) == envs[0][k]}
         head = dict(heads[0], env={k: v for k, v in heads[0]["env"].items() if k in shared_env})
-        owned: dict[str, tuple[Any, str]] = {}  # a PD lane's pools own their flags
         args = common_args
+        owned: dict = {}
         env = _env(head, comments, ("serve", "env"), dropped)
         pools = _pd_pools(src, result, engine, common_args, comments, dropped)
         for role in ("prefill", "decode"):
@@ -316,8 +316,10 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
             topology = {"nodes": nodes, "gpus_per_node": min(gpus, tp * pp // nodes) or 1, "tensor_parallel": tp,
                         "pipeline_parallel": pp, "data_parallel": 1}
             comments[("topology",)] = owned.get("--tensor-parallel-size", (None, f"strategy {choice['strategy']}"))[1]
-    ready_timeout = engine.timeout("engine_ready")
-    ready = head["env"].get(ready_timeout.key) if ready_timeout is not None else None
+    engine_ready = engine.timeout("engine_ready")
+    if engine_ready is None:  # vllm's engine declares it
+        raise LanekitError("internal: the vllm engine has no engine_ready timeout.")
+    ready = head["env"].get(engine_ready.key)
     ready_s = whole_number(ready)
     budget = max(ready_s or 0, 3600)
     boot = {"budget_s": budget + 900, "expected_load_s": budget * 2 // 3, "expected_warmup_s": budget // 6}
@@ -387,7 +389,7 @@ def render(lane: dict, comments: dict, header: list[str]) -> str:
     """The lane as YAML text with one trailing comment per value that has an origin."""
     lines = ["---"] + [f"# {h}" for h in header]
 
-    def emit(data: dict, path: tuple, indent: int) -> None:
+    def emit(data: dict, path: tuple[str, ...], indent: int) -> None:
         pad = "  " * indent
         for key, value in data.items():
             note = comments.get(path + (key,))

@@ -17,7 +17,7 @@ from typing import Any
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 MAX_NODES = 16
-PRECISION_GATES = {"nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
+PRECISION_GATES: dict[str | None, dict[str, str]] = {"nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
                    "fp4": {"brand": "NVIDIA", "generation": "blackwell"}}
 POOL_MODES = ("tp", "tep", "dep")
 
@@ -53,7 +53,8 @@ def keyed(mapping: Any, profile: dict, hw_id: str | None) -> Any:
     if not isinstance(mapping, dict):
         return None
     gen = generation(profile)
-    brand = profile["brand"].lower() if isinstance(profile.get("brand"), str) else None
+    brand_name = profile.get("brand")
+    brand = brand_name.lower() if isinstance(brand_name, str) else None
     for key in (hw_id, gen, brand, "default"):
         if key is not None and mapping.get(key) is not None:
             return mapping[key]
@@ -131,7 +132,7 @@ def pool_modes(recipe: dict) -> list[str]:
 
 
 def precision_ok(profile: dict, variant: dict) -> tuple[bool, dict | None]:
-    gate = variant.get("precision_hardware") or PRECISION_GATES.get(variant.get("precision") or "")
+    gate = variant.get("precision_hardware") or PRECISION_GATES.get(variant.get("precision"))
     if not gate:
         return True, None
     if gate.get("brand") and profile.get("brand") != gate["brand"]:

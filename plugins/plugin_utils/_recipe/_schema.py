@@ -24,15 +24,17 @@ from typing import Any
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe
 
+Path = tuple[Any, ...]  # the key path to a value: key names (as read) and list positions ("[0]")
+
 
 class _Kind:
     words = ""
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:  # pragma: no cover - interface
+    def check(self, value: Any, path: Path, source: str) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
 
-def _fail(source: str, path: tuple, value: Any, words: str, hint: str = "") -> LanekitError:
+def _fail(source: str, path: Path, value: Any, words: str, hint: str = "") -> LanekitError:
     key = ".".join(str(p) for p in path) or "(the whole file)"
     return LanekitError(f"{source}: key '{key}' is {describe(value)}; expected {words}{hint}.")
 
@@ -46,7 +48,7 @@ def _number_hint(value: Any) -> str:
 class Text(_Kind):
     words = "text"
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if not isinstance(value, str):
             raise _fail(source, path, value, self.words, " (quote it)" if isinstance(value, (bool, int, float)) else "")
         return value
@@ -57,18 +59,18 @@ class Enum(_Kind):
         self.choices = choices
         self.words = "one of " + ", ".join(choices)
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if value not in self.choices or not isinstance(value, str):
             raise _fail(source, path, value, self.words)
         return value
 
 
 class Whole(_Kind):
-    def __init__(self, minimum: int = 0):
+    def __init__(self, minimum: int = 0) -> None:
         self.minimum = minimum
         self.words = f"a whole number of at least {minimum}"
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or value < self.minimum:
             raise _fail(source, path, value, self.words, _number_hint(value))
         return value
@@ -77,7 +79,7 @@ class Whole(_Kind):
 class Number(_Kind):
     words = "a finite number of at least 0"
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise _fail(source, path, value, self.words, _number_hint(value))
         return value
@@ -86,7 +88,7 @@ class Number(_Kind):
 class Flag(_Kind):
     words = "true or false"
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if not isinstance(value, bool):
             raise _fail(source, path, value, self.words)
         return value
@@ -95,15 +97,15 @@ class Flag(_Kind):
 class Anything(_Kind):
     words = "any value"
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         return value
 
 
 class ListOf(_Kind):
-    def __init__(self, item: _Kind, words: str):
+    def __init__(self, item: _Kind, words: str) -> None:
         self.item, self.words = item, words
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if not isinstance(value, list):
             hint = " (a YAML list: one '- item' per line, or [a, b])" if isinstance(value, str) else ""
             raise _fail(source, path, value, self.words, hint)
@@ -114,7 +116,7 @@ class Token(_Kind):
     """One argv token: text; a number becomes its text, as the site's builder joins it."""
     words = "text (a flag or its value)"
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if isinstance(value, str):
             return value
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
@@ -126,7 +128,7 @@ class EnvValue(Token):
     words = "text (an environment value)"
 
 
-def _keyname(key: Any, path: tuple, source: str) -> None:
+def _keyname(key: Any, path: Path, source: str) -> None:
     if not isinstance(key, str):
         raise LanekitError(f"{source}: key '{'.'.join(map(str, path + (key,)))}' is named {describe(key)}; "
                            f"key names must be text (quote it).")
@@ -138,7 +140,7 @@ class MapOf(_Kind):
     def __init__(self, item: _Kind, words: str, nulls: bool = True) -> None:
         self.item, self.words, self.nulls = item, words, nulls
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if not isinstance(value, dict):
             raise _fail(source, path, value, self.words)
         out: dict[str, Any] = {}
@@ -154,10 +156,10 @@ class MapOf(_Kind):
 class Fields(_Kind):
     """A mapping with known keys; keys the compiler does not read pass unchecked."""
 
-    def __init__(self, words: str, required: tuple = (), **fields: _Kind) -> None:
+    def __init__(self, words: str, required: tuple[str, ...] = (), **fields: _Kind) -> None:
         self.words, self.fields, self.required = words, fields, required
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         if not isinstance(value, dict):
             raise _fail(source, path, value, self.words)
         out = dict(value)
@@ -174,11 +176,11 @@ class Fields(_Kind):
 class Either(_Kind):
     """The first kind the value is of (by its Python kind), else a sentence naming all."""
 
-    def __init__(self, *kinds: _Kind):
+    def __init__(self, *kinds: _Kind) -> None:
         self.kinds = kinds
         self.words = " or ".join(k.words for k in kinds)
 
-    def check(self, value: Any, path: tuple, source: str) -> Any:
+    def check(self, value: Any, path: Path, source: str) -> Any:
         for kind in self.kinds:
             if _shape_of(kind) == _shape(value):
                 return kind.check(value, path, source)
