@@ -18,12 +18,14 @@ import datetime
 import json
 import math
 import re
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 try:
-    import yaml
-    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+    # PyYAML comes with ansible-core; the venv has no types-PyYAML, so yaml is untyped (Any) here.
+    import yaml  # type: ignore[import-untyped]
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 
@@ -50,12 +52,12 @@ if yaml is not None:
     class LanekitLoader(yaml.SafeLoader):  # pylint: disable=too-many-ancestors
         """SafeLoader with duplicate-key, alias and depth limits."""
 
-        def __init__(self, stream) -> None:
+        def __init__(self, stream: str) -> None:
             super().__init__(stream)
             self._depth = 0
             self._aliases = 0
 
-        def compose_node(self, parent, index):
+        def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 self._aliases += 1
                 if self._aliases > MAX_ALIASES:
@@ -70,9 +72,9 @@ if yaml is not None:
             finally:
                 self._depth -= 1
 
-        def construct_mapping(self, node, deep=False):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, MappingNode):
-                seen: dict = {}
+                seen: dict[Any, int] = {}
                 for key_node, _value in node.value:
                     if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                         continue
@@ -100,16 +102,17 @@ if yaml is not None:
     Yaml12Loader.add_implicit_resolver(
         "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 else:  # pragma: no cover
-    LanekitLoader = None
-    Yaml12Loader = None
+    # Never read: load_text refuses first. The names exist on both branches, so mypy sees a class set to None.
+    LanekitLoader = None  # type: ignore[misc,assignment]
+    Yaml12Loader = None  # type: ignore[misc,assignment]
 
 
-def _expanded_size(root) -> int:
+def _expanded_size(root: Any) -> int:
     """Nodes of the document with every alias expanded, without expanding it; refuses cycles."""
     sizes: dict[int, int] = {}
     active: set[int] = set()
 
-    def size(node) -> int:
+    def size(node: Any) -> int:
         key = id(node)
         if key in sizes:
             return sizes[key]
@@ -150,7 +153,7 @@ def _check_size(data: bytes | str, source: str) -> None:
                            f"hold; refused.")
 
 
-def load_text(data: bytes | str, source: str, yaml12: bool = False):
+def load_text(data: bytes | str, source: str, yaml12: bool = False) -> Any:
     """Parse one YAML document from ``data``; every problem is a LanekitError naming ``source``.
 
     ``yaml12``: YAML 1.2 booleans (vLLM recipes are written for js-yaml), same limits otherwise."""
@@ -183,7 +186,7 @@ def load_text(data: bytes | str, source: str, yaml12: bool = False):
         loader.dispose()
 
 
-def _depth_of(value) -> int:
+def _depth_of(value: Any) -> int:
     """Nesting depth of parsed data, without recursion (JSON has no aliases, but may nest deep)."""
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -198,13 +201,13 @@ def _depth_of(value) -> int:
     return deepest
 
 
-def load_json_text(data: bytes | str, source: str):
+def load_json_text(data: bytes | str, source: str) -> Any:
     """Parse one JSON document with the YAML loader's limits (size, UTF-8, depth) and duplicate keys refused."""
     _check_size(data, source)
     text = _decode(data, source)
 
-    def no_duplicates(pairs):
-        out: dict = {}
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
                 raise _Refused(f"sets the key {key!r} twice in one object; JSON readers would keep one silently: "
@@ -256,13 +259,13 @@ def load_file(path: str, what: str = "", yaml12: bool = False) -> object:
 _DIGITS_RE = re.compile(r"[0-9]+")
 
 
-def ascii_digits(text) -> bool:
+def ascii_digits(text: Any) -> bool:
     """True for text of ASCII digits only. ``str.isdigit`` is also true for '²' or '٣', which ``int()``
     refuses or reads as a different number than the one a person sees."""
     return isinstance(text, str) and _DIGITS_RE.fullmatch(text) is not None
 
 
-def whole_number(value):
+def whole_number(value: Any) -> int | None:
     """``value`` as an int when it is one (not a bool) or ASCII-digit text (surrounding spaces allowed); else None."""
     if isinstance(value, bool):
         return None
@@ -273,12 +276,12 @@ def whole_number(value):
     return None
 
 
-def finite_number(value) -> bool:
+def finite_number(value: Any) -> bool:
     """A real number for a comparison: int or float, not a bool, not NaN or infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def describe(value) -> str:
+def describe(value: Any) -> str:
     """A value as a sentence names it, without Python's type names."""
     if value is None:
         return "null"
@@ -303,7 +306,7 @@ def describe(value) -> str:
     return "a value of an unsupported kind"
 
 
-def plain(value, _depth: int = 0):
+def plain(value: Any, _depth: int = 0) -> Any:
     """``value`` with Ansible's tagged/unsafe subclasses turned into plain dict, list, str, int, float, bool."""
     if _depth > MAX_DEPTH:
         raise LanekitError(f"a value nests deeper than {MAX_DEPTH} levels; refused.")

@@ -149,9 +149,9 @@ def main() -> None:
     ids = {str(c.get("Id") or ""): str(c.get("Name") or "").lstrip("/") for c in containers}
     apps, error = gpu_processes(module, ids)
     lane = module.params["lane"]
-    found = classify("", {"containers": containers})
-    busy = other_lanes(found, lane) if lane else []
-    names = other_lane_names(found, lane) if lane else []
+    workloads = classify("", {"containers": containers})
+    busy = other_lanes(workloads, lane) if lane else []
+    names = other_lane_names(workloads, lane) if lane else []
     module.exit_json(changed=False, containers=containers, gpu_processes=apps, gpu_query_error=error, other_lanes=busy,
                      other_lane_names=names)
 

@@ -429,7 +429,8 @@ def stage(p: dict[str, Any], check_mode: bool, warn: Callable[[str], None]) -> d
             os.makedirs(os.path.join(model_dir, revs.REVISIONS_DIR), mode=0o755, exist_ok=True)
         result = build_stager(p, check_mode, warn).run()
     previous = revs.switch_current(model_dir, key, check_mode)
-    removed, legacy = [], []
+    removed: list[str] = []
+    legacy: list[str] = []
     if p["in_use"] is not None and os.path.isdir(model_dir):
         removed, legacy = revs.collect_garbage(model_dir, {key, previous or key}, p["in_use"], check_mode)
     result["revisions"] = {"model_dir": model_dir, "current": key, "previous": previous,

@@ -11,7 +11,9 @@ sentence that names the host, what happened and what to do. Pure: no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 # OpenSSH prints the path and line of the offending entry and the exact removal command.
 _OFFENDING = re.compile(r"Offending \S+ key in (?P<file>\S+?):(?P<line>\d+)")
@@ -34,14 +36,14 @@ def _where(host: str, address: str) -> str:
     return f"{host} ({address})" if address and address != host else host
 
 
-def _whole_seconds(value) -> int | None:
+def _whole_seconds(value: Any) -> int | None:
     try:
         return int(value)
     except (TypeError, ValueError):
         return None
 
 
-def explain_for(host: str, message: str, hostvars, *, default_timeout_s: int | None = None,
+def explain_for(host: str, message: str, hostvars: Mapping[str, Any], *, default_timeout_s: int | None = None,
                 unreachable: bool = True) -> Reach:
     """``explain`` with the address, login user and connect timeout read from the host's (templated)
     variables: ``ansible_host``, ``ansible_user``, ``ansible_ssh_timeout`` or ``ansible_timeout``."""

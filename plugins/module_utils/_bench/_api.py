@@ -62,7 +62,7 @@ def venv_problem(venv: str, requirements: str = "requirements-bench.txt") -> str
 
 def tool_versions(venv: str) -> dict[str, str]:
     """Installed versions from the venv's dist-info directories (no import, no subprocess)."""
-    out = {}
+    out: dict[str, str] = {}
     libs = os.path.join(venv, "lib")
     names = {"tool_eval_bench": "tool-eval-bench", "llama_benchy": "llama-benchy", "matplotlib": "matplotlib"}
     try:

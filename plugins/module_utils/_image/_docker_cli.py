@@ -29,9 +29,14 @@ import re
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._targate import config_digest_of_inspect
+
+if TYPE_CHECKING:  # the modules that use DockerCLI import it; here it is only a type
+    from ansible.module_utils.basic import AnsibleModule
 
 LABEL_CONTENT_HASH = "io.lanekit.content-hash"
 LABEL_BASE_DIGEST = "io.lanekit.base-digest"
@@ -88,7 +93,7 @@ def log_ts_key(line: str) -> tuple[str, int]:
     return (match.group(1), int((match.group(2) or "0").ljust(9, "0")))
 
 
-def merge_log_streams(out_lines, err_lines) -> list[str]:
+def merge_log_streams(out_lines: Iterable[str], err_lines: Iterable[str]) -> list[str]:
     """Merge the stdout and stderr lines of ``docker logs --timestamps`` in time order (stable)."""
     return list(heapq.merge(out_lines, err_lines, key=log_ts_key))
 
@@ -106,7 +111,7 @@ def chain_ids(layers: list) -> list:
 
     A node that has chain i has every layer below it too, so ``docker load`` skips those layers.
     """
-    chains = []
+    chains: list[str] = []
     for layer in layers or []:
         chains.append(layer if not chains else
                       "sha256:" + hashlib.sha256(f"{chains[-1]} {layer}".encode("ascii")).hexdigest())
@@ -173,7 +178,7 @@ def split_repository(ref: str) -> str:
 class DockerCLI:
     """The docker CLI on the host a module runs on."""
 
-    def __init__(self, module, docker_cli: str | None = None, env: dict | None = None,
+    def __init__(self, module: AnsibleModule, docker_cli: str | None = None, env: dict | None = None,
                  timeout: float | None = None) -> None:
         self.module = module
         # With a timeout a command runs as our own child (module.run_command cannot abandon one):
@@ -224,7 +229,7 @@ class DockerCLI:
             return 124, "", f"docker {argv[1]} did not answer within {self.timeout}s"
         return proc.returncode, proc.stdout or "", proc.stderr or ""
 
-    def popen(self, args: list[str], **kwargs) -> subprocess.Popen:
+    def popen(self, args: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start ``docker <args>`` as a child process (argv, no shell) for streaming."""
         argv = self.argv(args)
         self.commands.append(argv)
@@ -333,7 +338,8 @@ class DockerCLI:
         return out
 
     def probe_exec(self, ref: str, command: list[str], timeout: float, interval: float = 2.0,
-                   label: str = "", sleep=time.sleep, clock=time.monotonic) -> dict:
+                   label: str = "", sleep: Callable[[float], None] = time.sleep,
+                   clock: Callable[[], float] = time.monotonic) -> dict:
         """Prove the engine can start a container from ``ref``: run a throwaway container with the
         entrypoint overridden until it exits 0, for at most ``timeout`` seconds.
 

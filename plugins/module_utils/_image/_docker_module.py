@@ -14,6 +14,8 @@ This lives apart from ``_docker_cli`` so that the CLI wrapper and the stream pro
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
@@ -93,7 +95,7 @@ class DockerManager:
         return pin_mismatch(pin, self.params["content_hash"], self.params["rootfs"], self.params.get("config"))
 
 
-def run_docker_module(manager_class: type[DockerManager], options: dict, **module_kwargs) -> None:
+def run_docker_module(manager_class: type[DockerManager], options: dict, **module_kwargs: Any) -> None:
     """The whole ``main()`` of an image module: parse ``options`` (plus ``docker_cli``), run the
     manager and exit with its result.
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+from typing import Any, cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
@@ -21,12 +22,12 @@ try:
     from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, load_file, plain, yaml
 except ImportError:  # pragma: no cover - a host without the collection's loader gets parsed data
     yaml = None
-    load_file = None
+    load_file = None  # type: ignore[assignment]  # only read after the `yaml is None` check
 
-    def describe(value) -> str:
+    def describe(value: Any) -> str:
         return repr(value)
 
-    def plain(value):
+    def plain(value: Any, _depth: int = 0) -> Any:
         return value
 
 # Always used with fullmatch: '$' alone accepts a trailing newline ("sha256:...\n" counted as pinned).
@@ -466,4 +467,5 @@ def lock_verdict(params: dict, resolved: dict, current: dict) -> tuple[str, str]
         return "match", ""
     if params["lock_update"]:
         return "update", f"the lock {lock_file} will be updated: {'; '.join(differences)}"
-    raise LanekitError(lock_problem(lock_file, resolved["name"], resolved["arch"], differences))
+    # differences is not empty here, so lock_problem returns its sentence (never None).
+    raise LanekitError(cast(str, lock_problem(lock_file, resolved["name"], resolved["arch"], differences)))

@@ -16,6 +16,8 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import IO, Any, cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI, tail
@@ -25,7 +27,7 @@ CHUNK = 4 << 20
 SPOOL_PREFIX = "stream-"
 
 
-def stale_spools(spool_dir: str, alive=None) -> list:
+def stale_spools(spool_dir: str, alive: Callable[[int], bool] | None = None) -> list:
     """Spool files in ``spool_dir`` left by a server that no longer runs (its pid is in the name)."""
     alive = alive or (lambda pid: os.path.exists(f"/proc/{pid}"))
     found = []
@@ -50,7 +52,7 @@ class SaveSpool:
         self.done = False
         self.error = ""
         self.seconds = 0.0
-        self.index = None
+        self.index: dict[str, list[Any]] | None = None
         self.index_lock = threading.Lock()
         self.sha256 = ""
         self.thread = threading.Thread(target=self._run, name="docker-save", daemon=True)
@@ -64,11 +66,13 @@ class SaveSpool:
         start = time.monotonic()
         try:
             proc = self.docker.popen(["image", "save", self.ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            # Both are pipes (stdout=PIPE, stderr=PIPE), never None.
+            stdout, stderr = cast(IO[bytes], proc.stdout), cast(IO[bytes], proc.stderr)
             fd = os.open(self.path, os.O_WRONLY)
             digest = hashlib.sha256()
             try:
                 while True:
-                    chunk = proc.stdout.read1(CHUNK) if hasattr(proc.stdout, "read1") else proc.stdout.read(CHUNK)
+                    chunk = stdout.read1(CHUNK) if hasattr(stdout, "read1") else stdout.read(CHUNK)
                     if not chunk:
                         break
                     digest.update(chunk)
@@ -82,7 +86,7 @@ class SaveSpool:
             finally:
                 os.close(fd)
             self.sha256 = digest.hexdigest()
-            err = proc.stderr.read()
+            err = stderr.read()
             if proc.wait() != 0:
                 self.error = f"docker save {self.ref} failed (exit {proc.returncode}): {tail(err, 5)}"
         except OSError as exc:
@@ -165,7 +169,7 @@ class ReceiveSpool:
         os.unlink(path)
         self.size = 0
 
-    def write(self, data) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
         try:
             while view:
@@ -193,7 +197,7 @@ class ReceiveSpool:
             self.fd = -1
 
 
-def docker_load(popen, spool: ReceiveSpool) -> tuple[int, bytes, bytes]:
+def docker_load(popen: Callable[..., subprocess.Popen], spool: ReceiveSpool) -> tuple[int, bytes, bytes]:
     """``docker load`` of a proven spool (its descriptor is the command's stdin): (rc, out, err)."""
     proc = popen(["image", "load"], stdin=spool.reader(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = proc.communicate()

@@ -21,7 +21,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest
     load_manifest,
 )
 
-LAYOUT_RULES = {
+LAYOUT_RULES: dict[str, dict[str, list[str]]] = {
     "mistral_consolidated": {"absent": ["config.json"], "present": ["params.json", "tekken.json"]},
     "hf": {"absent": [], "present": ["config.json"]},
     "any": {"absent": [], "present": []},

@@ -25,7 +25,7 @@ import os
 import re
 import stat as statmod
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
@@ -267,7 +267,7 @@ class Journal:
         self.entries = {r["path"]: r for r in keep}
 
 
-def journal_matches(rec: dict[str, Any] | None, st: os.stat_result | None, size: int) -> bool:
+def journal_matches(rec: dict[str, Any] | None, st: os.stat_result | None, size: int) -> TypeGuard[dict[str, Any]]:
     """True when a journal entry still describes the file whose (followed) stat is ``st``."""
     return (rec is not None and st is not None and rec.get("size") == size == st.st_size
             and rec.get("ino") == st.st_ino and rec.get("mtime_ns") == st.st_mtime_ns
@@ -346,7 +346,7 @@ def plan_files(specs: Iterable[FileSpec], dest_dir: str, journal: Journal | None
             continue
         rec = journal.get(spec.path) if journal is not None else None
         trusted = journal_matches(rec, st, spec.size) and (exp is None or rec["sha256"] == exp)
-        if exp is None and trusted:
+        if exp is None and trusted and rec is not None:  # trusted implies rec; the check is for mypy
             exp = rec["sha256"]
         if verify == "full":
             if exp is None and rec is not None and SHA256_RE.match(rec.get("sha256") or ""):

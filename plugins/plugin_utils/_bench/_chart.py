@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 
-def series(report: dict[str, Any]) -> dict[str, dict[int, list[tuple[int, float | None, float | None]]]]:
+def series(report: dict[str, Any]) -> dict[int, list[tuple[int, float | None, float | None]]]:
     """{concurrency: [(depth, pp_tps, tg_tps), ...]} of one report, depths ascending."""
     out: dict[int, list[tuple[int, float | None, float | None]]] = {}
     for row in report.get("throughput") or []:
@@ -32,10 +32,11 @@ def column_title(report: dict[str, Any]) -> str:
 
 def draw(out_png: str, reports: list[dict[str, Any]]) -> list[str]:
     """Write the chart; returns the series labels ("<lane> [col] pp c1", ...)."""
-    import matplotlib  # pylint: disable=import-outside-toplevel
+    # matplotlib lives in the bench virtualenv, not in the controller's venv mypy runs in.
+    import matplotlib  # type: ignore[import-not-found]  # pylint: disable=import-outside-toplevel
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    import matplotlib.pyplot as plt  # type: ignore[import-not-found]  # pylint: disable=import-outside-toplevel
 
     ncol = max(1, len(reports))
     fig, axes = plt.subplots(2, ncol, figsize=(4.2 * ncol + 1, 6.5), sharey="row", squeeze=False)

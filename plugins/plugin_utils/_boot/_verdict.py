@@ -204,14 +204,14 @@ def decide(lane: str, engine: str | None, statuses: Mapping[int, RankStatus], in
     fatal = [m for m in sigs.collect({r: s.signatures for r, s in statuses.items()}, fabric_ips(statuses))
              if m.signature.fatal]
     if fatal:
-        first = fatal[0]
-        cause = f"[{first.id}] {first.signature.title} on {sigs.rank_names(first.ranks, hosts)}"
-        if first.evidence:
-            cause += f': "{first.evidence}"'
-        if first.blamed:
-            cause += f"; the line blames {sigs.rank_names(first.blamed, hosts)}"
-        return LaneVerdict(lane, DOWN, api=api, cause=cause, fix=first.signature.fix.rstrip(".") + f"; then: {redeploy}",
-                           culprits=list(first.blamed or first.ranks), signatures=[m.to_dict() for m in fatal])
+        top = fatal[0]
+        cause = f"[{top.id}] {top.signature.title} on {sigs.rank_names(top.ranks, hosts)}"
+        if top.evidence:
+            cause += f': "{top.evidence}"'
+        if top.blamed:
+            cause += f"; the line blames {sigs.rank_names(top.blamed, hosts)}"
+        return LaneVerdict(lane, DOWN, api=api, cause=cause, fix=top.signature.fix.rstrip(".") + f"; then: {redeploy}",
+                           culprits=list(top.blamed or top.ranks), signatures=[m.to_dict() for m in fatal])
     heads_up = [s for s in statuses.values() if s.is_head and s.phase == "ready"]
     if heads_up:
         # The head's log says up, yet its API fails the probe: no boot left to wait for.
