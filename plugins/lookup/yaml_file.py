@@ -49,7 +49,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._yaml import load_
 class LookupModule(LookupBase):
     def run(self, terms: list[Any], variables: dict[str, Any] | None = None, **kwargs: Any) -> list[Any]:
         self.set_options(var_options=variables, direct=kwargs)
-        out = []
+        out: list[Any] = []
         for term in terms:
             try:
                 out.append(load_file(str(term)))

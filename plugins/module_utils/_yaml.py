@@ -23,8 +23,9 @@ from typing import Any
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 try:
-    import yaml
-    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+    # PyYAML comes with ansible-core; the venv has no types-PyYAML, so yaml is untyped (Any) here.
+    import yaml  # type: ignore[import-untyped]
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 
@@ -73,7 +74,7 @@ if yaml is not None:
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, MappingNode):
-                seen: dict = {}
+                seen: dict[Any, int] = {}
                 for key_node, _value in node.value:
                     if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                         continue
@@ -101,9 +102,9 @@ if yaml is not None:
     Yaml12Loader.add_implicit_resolver(
         "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 else:  # pragma: no cover
-    # Without PyYAML the names exist but load_text refuses first; mypy sees the classes above.
-    LanekitLoader = None  # type: ignore[misc, assignment]
-    Yaml12Loader = None  # type: ignore[misc, assignment]
+    # Never read: load_text refuses first. The names exist on both branches, so mypy sees a class set to None.
+    LanekitLoader = None  # type: ignore[misc,assignment]
+    Yaml12Loader = None  # type: ignore[misc,assignment]
 
 
 def _expanded_size(root: Any) -> int:
@@ -258,13 +259,13 @@ def load_file(path: str, what: str = "", yaml12: bool = False) -> object:
 _DIGITS_RE = re.compile(r"[0-9]+")
 
 
-def ascii_digits(text: object) -> bool:
+def ascii_digits(text: Any) -> bool:
     """True for text of ASCII digits only. ``str.isdigit`` is also true for '²' or '٣', which ``int()``
     refuses or reads as a different number than the one a person sees."""
     return isinstance(text, str) and _DIGITS_RE.fullmatch(text) is not None
 
 
-def whole_number(value: object) -> int | None:
+def whole_number(value: Any) -> int | None:
     """``value`` as an int when it is one (not a bool) or ASCII-digit text (surrounding spaces allowed); else None."""
     if isinstance(value, bool):
         return None
@@ -275,12 +276,12 @@ def whole_number(value: object) -> int | None:
     return None
 
 
-def finite_number(value: object) -> bool:
+def finite_number(value: Any) -> bool:
     """A real number for a comparison: int or float, not a bool, not NaN or infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def describe(value: object) -> str:
+def describe(value: Any) -> str:
     """A value as a sentence names it, without Python's type names."""
     if value is None:
         return "null"

@@ -205,7 +205,7 @@ def _hex_ip(text: str) -> str:
     return socket.inet_ntop(socket.AF_INET6, words)
 
 
-def parse_proc_tcp(text: str, ports: Iterable[int | str]) -> dict[int, list[str]]:
+def parse_proc_tcp(text: str, ports: Iterable[int]) -> dict[int, list[str]]:
     """{port: sorted remote IPs} of ESTABLISHED connections whose local port is in ports."""
     wanted = {int(p) for p in ports}
     peers: dict[int, set] = {p: set() for p in wanted}
@@ -221,7 +221,7 @@ def parse_proc_tcp(text: str, ports: Iterable[int | str]) -> dict[int, list[str]
     return {p: sorted(ips) for p, ips in peers.items()}
 
 
-def tcp_peers(ports: Iterable[int | str]) -> dict[int, list[str]]:
+def tcp_peers(ports: Iterable[int]) -> dict[int, list[str]]:
     result: dict[int, list[str]] = {int(p): [] for p in ports}
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:

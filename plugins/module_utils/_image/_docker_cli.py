@@ -30,10 +30,13 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._targate import config_digest_of_inspect
+
+if TYPE_CHECKING:  # the modules that use DockerCLI import it; here it is only a type
+    from ansible.module_utils.basic import AnsibleModule
 
 LABEL_CONTENT_HASH = "io.lanekit.content-hash"
 LABEL_BASE_DIGEST = "io.lanekit.base-digest"
@@ -175,7 +178,7 @@ def split_repository(ref: str) -> str:
 class DockerCLI:
     """The docker CLI on the host a module runs on."""
 
-    def __init__(self, module: Any, docker_cli: str | None = None, env: dict | None = None,
+    def __init__(self, module: AnsibleModule, docker_cli: str | None = None, env: dict | None = None,
                  timeout: float | None = None) -> None:
         self.module = module
         # With a timeout a command runs as our own child (module.run_command cannot abandon one):

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Any
+from typing import Any, cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
@@ -22,9 +22,9 @@ try:
     from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe, load_file, plain, yaml
 except ImportError:  # pragma: no cover - a host without the collection's loader gets parsed data
     yaml = None
-    load_file = None  # type: ignore[assignment]  # callers test it before use; mypy sees the import
+    load_file = None  # type: ignore[assignment]  # only read after the `yaml is None` check
 
-    def describe(value: object) -> str:
+    def describe(value: Any) -> str:
         return repr(value)
 
     def plain(value: Any, _depth: int = 0) -> Any:
@@ -467,4 +467,5 @@ def lock_verdict(params: dict, resolved: dict, current: dict) -> tuple[str, str]
         return "match", ""
     if params["lock_update"]:
         return "update", f"the lock {lock_file} will be updated: {'; '.join(differences)}"
-    raise LanekitError(lock_problem(lock_file, resolved["name"], resolved["arch"], differences) or "")  # differences is not empty here
+    # differences is not empty here, so lock_problem returns its sentence (never None).
+    raise LanekitError(cast(str, lock_problem(lock_file, resolved["name"], resolved["arch"], differences)))

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import IO, Any, cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI, tail
@@ -51,7 +52,7 @@ class SaveSpool:
         self.done = False
         self.error = ""
         self.seconds = 0.0
-        self.index: dict[str, list] | None = None
+        self.index: dict[str, list[Any]] | None = None
         self.index_lock = threading.Lock()
         self.sha256 = ""
         self.thread = threading.Thread(target=self._run, name="docker-save", daemon=True)
@@ -65,13 +66,13 @@ class SaveSpool:
         start = time.monotonic()
         try:
             proc = self.docker.popen(["image", "save", self.ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            if proc.stdout is None or proc.stderr is None:  # never: both are PIPE above; said for mypy
-                raise OSError("docker save started without its output pipes")
+            # Both are pipes (stdout=PIPE, stderr=PIPE), never None.
+            stdout, stderr = cast(IO[bytes], proc.stdout), cast(IO[bytes], proc.stderr)
             fd = os.open(self.path, os.O_WRONLY)
             digest = hashlib.sha256()
             try:
                 while True:
-                    chunk = proc.stdout.read1(CHUNK) if hasattr(proc.stdout, "read1") else proc.stdout.read(CHUNK)
+                    chunk = stdout.read1(CHUNK) if hasattr(stdout, "read1") else stdout.read(CHUNK)
                     if not chunk:
                         break
                     digest.update(chunk)
@@ -85,7 +86,7 @@ class SaveSpool:
             finally:
                 os.close(fd)
             self.sha256 = digest.hexdigest()
-            err = proc.stderr.read()
+            err = stderr.read()
             if proc.wait() != 0:
                 self.error = f"docker save {self.ref} failed (exit {proc.returncode}): {tail(err, 5)}"
         except OSError as exc:
@@ -168,7 +169,7 @@ class ReceiveSpool:
         os.unlink(path)
         self.size = 0
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
         try:
             while view:

@@ -346,7 +346,7 @@ def plan_files(specs: Iterable[FileSpec], dest_dir: str, journal: Journal | None
             continue
         rec = journal.get(spec.path) if journal is not None else None
         trusted = journal_matches(rec, st, spec.size) and (exp is None or rec["sha256"] == exp)
-        if exp is None and trusted and rec is not None:  # trusted implies rec; said for mypy
+        if exp is None and trusted and rec is not None:  # trusted implies rec; the check is for mypy
             exp = rec["sha256"]
         if verify == "full":
             if exp is None and rec is not None and SHA256_RE.match(rec.get("sha256") or ""):

@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ansible import context
 from ansible.errors import AnsibleError
@@ -72,7 +72,7 @@ def lane_members(plan: Mapping[str, Any], task_vars: Mapping[str, Any], task: st
     if not lane:
         raise LaneTaskError(f"{task} needs the lane's plan (plan: \"{{{{ lanekit_plan }}}}\") or the lane's name "
                             "(lane: NAME).")
-    me = task_vars.get("inventory_hostname")
+    me = cast(str, task_vars.get("inventory_hostname"))  # Ansible sets it for every task
     batch = list(task_vars.get("ansible_play_batch") or [me])
     ranks = list(plan.get("ranks") or [])
     if ranks:
@@ -80,7 +80,7 @@ def lane_members(plan: Mapping[str, Any], task_vars: Mapping[str, Any], task: st
         if not isinstance(index, Mapping):
             raise LaneTaskError(f"The plan of lane {lane} has no per-host index (plan.hosts); re-plan the lane "
                                 "with this collection's preflight role.")
-        hosts = sorted(index, key=lambda h: min(index[h] or [1 << 30]))
+        hosts: list[str] = sorted(index, key=lambda h: min(index[h] or [1 << 30]))
         absent = [h for h in hosts if h not in batch]
         if absent:
             raise LaneTaskError(
@@ -213,7 +213,7 @@ class LaneWorker:
         self.members = members
         self.lane = members.lane
         self.engine = members.engine
-        self.me: str = task_vars.get("inventory_hostname", "")  # always set by Ansible
+        self.me = cast(str, task_vars.get("inventory_hostname"))  # Ansible sets it for every task
         self.coordinator = members.coordinator
         self.is_coordinator = self.me == members.coordinator
         self.rdv = rdv

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import split_timestamp
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
@@ -92,7 +93,7 @@ def parse_ranks(value: str | Sequence[int] | None) -> list[int] | None:
     return sorted(ranks)
 
 
-def parse_lines(value: object) -> int:
+def parse_lines(value: Any) -> int:
     """``lines``: a whole number of at least 1 (unset: 100); '-5' or 'all' is a sentence, not 0 or everything."""
     if value in (None, ""):
         return DEFAULT_LINES
@@ -103,7 +104,7 @@ def parse_lines(value: object) -> int:
     return number
 
 
-def check_options(*, lines: object = None, ranks: str | Sequence[int] | None = None, since: str | None = None,
+def check_options(*, lines: Any = None, ranks: str | Sequence[int] | None = None, since: str | None = None,
                   grep: str | None = None) -> dict:
     """Every logs-lane option parsed, or the LogOptionError sentence of the first bad one (before any host is read)."""
     return {"lines": parse_lines(lines), "ranks": parse_ranks(ranks), "since_s": parse_since(since),

@@ -204,7 +204,7 @@ def decide(lane: str, engine: str | None, statuses: Mapping[int, RankStatus], in
     fatal = [m for m in sigs.collect({r: s.signatures for r, s in statuses.items()}, fabric_ips(statuses))
              if m.signature.fatal]
     if fatal:
-        top = fatal[0]  # not `first`: that name is a rank number above
+        top = fatal[0]
         cause = f"[{top.id}] {top.signature.title} on {sigs.rank_names(top.ranks, hosts)}"
         if top.evidence:
             cause += f': "{top.evidence}"'

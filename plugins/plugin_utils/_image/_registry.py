@@ -102,10 +102,8 @@ def _ports(container: dict) -> set:
     return {((b.get("HostIp") or "0.0.0.0").strip("[]"), str(b.get("HostPort") or "")) for b in bindings}
 
 
-def _same_file(mount: Sequence[str] | None, path: str) -> bool:
-    if not mount:
-        return False
-    return mount[0] == "bind" and os.path.normpath(mount[1]) == os.path.normpath(path)
+def _same_file(mount: tuple[str, str, bool] | None, path: str) -> bool:
+    return mount is not None and mount[0] == "bind" and os.path.normpath(mount[1]) == os.path.normpath(path)
 
 
 def _refusal(name: str, host: str, env: dict, wanted: Wanted) -> str:

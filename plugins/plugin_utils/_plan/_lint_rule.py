@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware import sm_major
-from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import effective_env
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import Lane, effective_env
 
 ERROR = "error"
 WARNING = "warning"
@@ -85,8 +85,13 @@ def _args(ctx: LintContext) -> dict[str, Any]:
     return {k: v for k, v in ctx.lane["serve"]["args"].items() if v is not None and v is not False}
 
 
+def _lane(ctx: LintContext) -> Lane:
+    """The context's lane as the validated lane it is (the rules read it as a mapping; _render casts it so)."""
+    return cast(Lane, ctx.lane)
+
+
 def _env(ctx: LintContext) -> dict[str, Any]:
-    return effective_env(ctx.lane)
+    return effective_env(_lane(ctx))
 
 
 def _engine(ctx: LintContext) -> _engines.Engine:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import cast
 
 from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines
 from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware import cpu_backend, requires_gpu
-from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import effective_env
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import Lane, effective_env
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._values import flag_number
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _kvbudget
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._lint_rule import (
@@ -55,7 +56,7 @@ def cpu_kv_assessment(lane: dict, profile: dict) -> dict | None:
     engine = _engines.get(lane["engine"])
     args = {k: v for k, v in lane["serve"]["args"].items() if v is not None and v is not False}
     max_len = flag_number(args.get(engine.max_len_flag), integer=True)
-    space = effective_env(lane).get(backend["kv_space_env"])
+    space = effective_env(cast(Lane, lane)).get(backend["kv_space_env"])
     space_gib = None if space is None else _whole_gib(space)
     if max_len is None or space_gib is None:
         return None

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._schema import timeout_value
-from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._lint_rule import ERROR, LintContext, _engine, rule
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._lint_rule import (
+    ERROR,
+    LintContext,
+    _engine,
+    _lane,
+    rule,
+)
 
 
 @rule("barrier-timeout", ERROR, "the post-load barrier outlasts the slowest rank's load, via the baked patch")
@@ -21,7 +27,7 @@ def barrier_timeout(ctx: LintContext) -> Iterator[str]:
     if barrier is None or lane["topology"]["nodes"] < 2:
         return
     expected = lane["boot"]["expected_load_s"]
-    value = timeout_value(lane, "barrier")
+    value = timeout_value(_lane(ctx), "barrier")
     if value is None or value < expected:
         yield (
             f"{barrier.key} is {int(value) if value is not None else f'unset ({int(barrier.stock_s)} s stock)'}, "
@@ -45,7 +51,7 @@ def watchdog_covers_warmup(ctx: LintContext) -> Iterator[str]:
     if watchdog is None:
         return
     warmup = ctx.lane["boot"]["expected_warmup_s"]
-    value = timeout_value(ctx.lane, "watchdog")
+    value = timeout_value(_lane(ctx), "watchdog")
     if value is None or value < warmup:
         yield (
             f"{watchdog.key} is {value if value is not None else 'not a number'} s, shorter than the expected warmup "
@@ -61,7 +67,7 @@ def engine_ready_timeout(ctx: LintContext) -> Iterator[str]:
         return
     boot = ctx.lane["boot"]
     need = boot["expected_load_s"] + boot["expected_warmup_s"]
-    value = timeout_value(ctx.lane, "engine_ready")
+    value = timeout_value(_lane(ctx), "engine_ready")
     if value is None or value < need:
         yield (
             f"{ready.key} is {value} s but loading and warmup are expected to take {need} s "
