@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]  # the controller's PyYAML; the venv has no types-PyYAML
+import yaml
 from ansible import context
 from ansible.errors import AnsibleError
 from ansible.parsing.splitter import parse_kv

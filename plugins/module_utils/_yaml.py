@@ -23,9 +23,9 @@ from typing import Any
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 try:
-    # PyYAML comes with ansible-core; the venv has no types-PyYAML, so yaml is untyped (Any) here.
-    import yaml  # type: ignore[import-untyped]
-    from yaml.nodes import MappingNode, ScalarNode, SequenceNode  # type: ignore[import-untyped]
+    # PyYAML comes with ansible-core; untyped here (mypy.ini: no types-PyYAML), so yaml is Any.
+    import yaml
+    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
     yaml = None
 

@@ -19,7 +19,6 @@ never the side effect of a variable that went missing.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 DATA_DIR = "/var/lib/registry"
