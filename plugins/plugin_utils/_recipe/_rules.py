@@ -17,8 +17,10 @@ from typing import Any
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 MAX_NODES = 16
-PRECISION_GATES: dict[str | None, dict[str, str]] = {"nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
-                   "fp4": {"brand": "NVIDIA", "generation": "blackwell"}}
+PRECISION_GATES: dict[str | None, dict[str, str]] = {
+    "nvfp4": {"brand": "NVIDIA", "generation": "blackwell"},
+    "fp4": {"brand": "NVIDIA", "generation": "blackwell"},
+}
 POOL_MODES = ("tp", "tep", "dep")
 
 

@@ -18,7 +18,6 @@ DOC_STRINGS = ("DOCUMENTATION", "EXAMPLES", "RETURN")
 DATA_TABLES: dict[str, str] = {}
 
 
-
 def measured_lines(path: str) -> int:
     """Lines of the file (as ``wc -l`` counts them) less its module documentation strings."""
     with open(path, encoding="utf-8") as handle:
