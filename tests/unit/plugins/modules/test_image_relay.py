@@ -440,6 +440,6 @@ def test_a_successor_that_reads_below_the_minimum_rate_is_dropped():
     dropped = window.append(b"y" * 10)
     stop.set()
     crawler.join()
-    assert dropped == [reader] and 0.3 < time.monotonic() - start < 3
+    assert dropped == [reader] and 0.3 < time.monotonic() - start < 10  # dropped, not waited for forever
     fast = RelayWindow(1 << 20, stall=0.4, min_rate=0)  # min rate 0: a crawling reader is waited for
     assert fast.min_rate == 0
