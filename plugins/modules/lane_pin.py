@@ -93,8 +93,8 @@ EXAMPLES = r"""
 RETURN = r"""
 changes:
   description:
-    - One line per value written (or that would be, in check mode), C(<file> line N: key: old -> new).
-    - C(<file>: already pinned) when nothing differs.
+    - One line per value written (or that would be, in check mode) - the file, the line, the key, the old and the new value.
+    - C(<file>) followed by C(already pinned) when nothing differs.
   returned: success
   type: list
   elements: str
