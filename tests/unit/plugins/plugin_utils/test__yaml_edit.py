@@ -26,7 +26,7 @@ def test_a_value_is_replaced_in_place_and_the_comments_stay():
 
 
 def test_an_equal_value_changes_nothing():
-    text, _ = set_scalars(SPEC, "image.yml", {("upstream", "digests", "arm64"): D})
+    text = set_scalars(SPEC, "image.yml", {("upstream", "digests", "arm64"): D})[0]
     assert set_scalars(text, "image.yml", {("upstream", "digests", "arm64"): D}) == (text, [])
 
 
@@ -42,7 +42,7 @@ def test_an_empty_value_and_a_missing_key_are_written():
 
 def test_a_null_revision_is_replaced():
     lane = "model:\n  id: org/m\n  revision: null  # pin me\n  dir: d\n"
-    text, _ = set_scalars(lane, "l.yml", {("model", "revision"): "f" * 40})
+    text = set_scalars(lane, "l.yml", {("model", "revision"): "f" * 40})[0]
     assert text == f'model:\n  id: org/m\n  revision: "{"f" * 40}"  # pin me\n  dir: d\n'
 
 

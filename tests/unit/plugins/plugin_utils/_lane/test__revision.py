@@ -14,8 +14,8 @@ class RevisionNotFoundError(Exception):
 
 
 def test_a_hub_model_is_read_from_the_lane_and_a_local_one_has_nothing_to_pin():
-    hub = _revision.hub_model("l.yml", {"model": {"id": "org/m", "revision": None, "source": {"kind": "hf",
-                                                                                                "endpoint": "https://m"}}})
+    source = {"kind": "hf", "endpoint": "https://m"}
+    hub = _revision.hub_model("l.yml", {"model": {"id": "org/m", "revision": None, "source": source}})
     assert hub == _revision.HubModel(repo="org/m", current=None, endpoint="https://m")
     assert _revision.hub_model("l.yml", {"model": {"id": "org/m", "source": {"kind": "local", "path": "/x"}}}) is None
     with pytest.raises(LanekitError, match="l.yml: key 'model.id' is missing"):
