@@ -14,7 +14,7 @@ COLLECTION_LINK := .collections/ansible_collections/lanekit/serving
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv venv-bench demo demo-real test unit integration typecheck lint syntax plan sim-up sim-down host-deps molecule build changelog clean
+.PHONY: venv venv-bench demo demo-real test unit integration typecheck lint syntax plan sim-up sim-down host-deps molecule build changelog docs clean
 
 $(BIN)/ansible-playbook: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -89,9 +89,30 @@ syntax: venv
 	  $(BIN)/ansible-playbook --syntax-check -i inventories/spark8 "$$p" >/dev/null || exit 1; done
 	@echo "syntax: all playbooks parse (the collection's and tests/sim's)"
 
+# antsibull-docs checks every module's and role's documentation as the docs site renders it
+# (markup, references such as M(...), role argument specs and their defaults).
 lint: venv
 	$(BIN)/ansible-lint --profile production
 	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-docs lint-collection-docs --plugin-docs .
+
+# The collection's docs site (every module and role, from their documentation) in .build/docs/build/html,
+# offline: antsibull-docs writes the RST, Sphinx builds it. Without network, Sphinx cannot fetch
+# Ansible's own inventory, so links to ansible.builtin modules and Ansible's docs pages stay plain
+# text (Sphinx warns; the build does not fail on them), and the site uses Sphinx's alabaster theme
+# unless sphinx-ansible-theme is installed.
+DOCS := .build/docs
+docs: venv
+	rm -rf $(DOCS) && mkdir -p $(DOCS)
+	$(BIN)/antsibull-docs sphinx-init --use-current --dest-dir $(DOCS) lanekit.serving >/dev/null
+	mkdir -p $(DOCS)/rst && chmod og-w $(DOCS)/rst
+	cd $(DOCS) && $(CURDIR)/$(BIN)/antsibull-docs --config-file antsibull-docs.cfg collection --cleanup everything \
+	  --use-current --dest-dir rst lanekit.serving
+	theme=$$($(BIN)/python -c 'import sphinx_ansible_theme' 2>/dev/null && echo sphinx_ansible_theme || echo alabaster); \
+	  $(BIN)/sphinx-build -M html $(DOCS)/rst $(DOCS)/build -c $(DOCS) -q -D html_theme=$$theme 2>&1 \
+	  | grep -v -e "WARNING: undefined label" -e "intersphinx inventory" -e "failed to reach any of the inventories" || true; \
+	  test -s $(DOCS)/build/html/collections/lanekit/serving/index.html
+	@echo "docs: $(DOCS)/build/html/index.html"
 
 # ruff, then ansible-test sanity (validate-modules, pylint, pep8, ...) on a copy of the checkout.
 .PHONY: sanity

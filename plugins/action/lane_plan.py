@@ -35,7 +35,8 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._layers impo
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _lint
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._model import Plan
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import find_spec_dir, reports_root
-from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._planfile import write_plan_file
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._plandiff import plan_changes
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._planfile import read_previous_plan, write_plan_file
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._table import table
 
@@ -91,6 +92,12 @@ class ActionModule(LanekitAction):
         plan_file = args.get("plan_file")
         if not plan_file and args["write_plan"] and plan["reports_dir"]:
             plan_file = os.path.join(plan["reports_dir"], "plan.json")
+        # --diff: what changed since the plan last written (read before this run writes its own).
+        previous = plan_file or (os.path.join(plan["reports_dir"], "plan.json") if plan["reports_dir"] else None)
+        if self._task.diff and previous:
+            changes = plan_changes(read_previous_plan(previous), dict(plan), previous)
+            result["plan_changes"] = changes
+            result["diff"] = {"prepared": "\n".join(changes) + "\n"}
         # The preflight role runs this task with check_mode: false (a --check run still needs the plan),
         # so the command line's --check is asked too: a check run writes no plan file.
         if plan_file and not self._task.check_mode and not context.CLIARGS.get("check"):

@@ -11,7 +11,7 @@ short_description: Build a thin lanekit image over a pinned upstream base, idemp
 version_added: 0.1.0
 description:
   - Builds C(lanekit/<name>:<content hash 12>) on the host it runs on (the builder) from the image
-    spec C(<images_dir>/<name>/image.yml) and its patches, which the M(lanekit.serving.image) role
+    spec C(<images_dir>/<name>/image.yml) and its patches, which the C(lanekit.serving.image) role
     copies there.
   - Renders the Dockerfile (C(FROM <repository>@sha256:<digest>) only, patches copied in and
     applied by C(RUN), explicit C(ENTRYPOINT), C(io.lanekit.*) labels including the content hash of

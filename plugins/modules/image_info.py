@@ -14,7 +14,7 @@ description:
     label, the digest of its layer list (RV(pin.rootfs)), its registry digests and local Id.
   - With O(content_hash) (and optionally O(rootfs)) it also says whether the node holds exactly
     that image (RV(current)) and, if not, why (RV(mismatch)).
-  - Never changes anything. The M(lanekit.serving.image) role runs it on every node before and
+  - Never changes anything. The C(lanekit.serving.image) role runs it on every node before and
     after distributing, to skip current nodes and to name the nodes whose pin differs.
 author:
   - lanekit developers (!UNKNOWN)

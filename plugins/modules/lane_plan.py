@@ -94,7 +94,11 @@ attributes:
       The plan is rendered in check mode too; O(plan_file) is not written, also when the task runs with
       C(check_mode=false) in a C(--check) run (as the preflight role does), so C(plan_lane --check) writes nothing.
   diff_mode:
-    support: none
+    support: full
+    details: >-
+      With C(--diff), what changed since the plan last written at O(plan_file) (or the plan's C(reports_dir)):
+      per rank the engine flags, positional arguments and environment entries whose value changed, came or went,
+      the host and the image; then the lane's image, API, weights and revision (RV(plan_changes)).
   idempotent:
     support: full
     details: The same lane, layers and inventory render the same plan; O(plan_file) is rewritten only when its content differs.
@@ -140,4 +144,9 @@ plan_file:
   description: Where the plan JSON was written, if asked.
   returned: success
   type: str
+plan_changes:
+  description: With C(--diff), what changed since the previous plan file, one line each (the task's diff shows them).
+  returned: in diff mode, when a plan file path is known
+  type: list
+  elements: str
 """

@@ -1,7 +1,9 @@
-"""The plan-key reference (docs/contracts.md) and the lane-schema reference (docs/lane-schema.md), from the code.
+"""The plan-key reference (docs/contracts.md), the lane-schema reference (docs/lane-schema.md) and the
+image-spec reference (docs/image-schema.md), from the code.
 
 One job: render the typed plan (``plugin_utils/_plan/_model.py``: every key, its type and the
-meaning in its ``Annotated``) and the lane schema table (``plugin_utils/_lane/_table.py``) as
+meaning in its ``Annotated``), the lane schema table (``plugin_utils/_lane/_table.py``) and the
+image spec's table (``plugin_utils/_image/_spec_doc.py``) as
 Markdown tables, and put each between its markers in its document. A unit test
 (tests/unit/test_references.py) fails when a document's block differs from the code, so
 neither reference can go stale. Run from the checkout to rewrite the blocks:
@@ -19,8 +21,10 @@ from typing import Any
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONTRACTS = os.path.join(REPO, "docs", "contracts.md")
 LANE_SCHEMA = os.path.join(REPO, "docs", "lane-schema.md")
+IMAGE_SCHEMA = os.path.join(REPO, "docs", "image-schema.md")
 PLAN_BLOCK = "plan-keys"
 LANE_BLOCK = "lane-schema"
+IMAGE_BLOCK = "image-schema"
 
 
 def _import_core() -> tuple[Any, Any]:
@@ -122,6 +126,18 @@ def lane_schema() -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- the image spec ----------------------------------------------------------------------------
+
+def image_schema() -> str:
+    """The image-spec table: every key of ``_spec_doc.SPEC_DOC``, its type, whether required, its meaning."""
+    _import_core()
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._image import _spec_doc
+    lines = ["| key | type | required | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{key}` | {_cell(kind)} | {'yes' if required else ''} | {_cell(meaning)} |"
+              for key, kind, required, meaning in _spec_doc.SPEC_DOC]
+    return "\n".join(lines) + "\n"
+
+
 # --- the documents -----------------------------------------------------------------------------
 
 def _cell(text: str) -> str:
@@ -154,7 +170,8 @@ def with_block(text: str, name: str, body: str) -> str:
 
 def documents() -> dict[str, tuple[str, str]]:
     """Document path -> (block name, generated body)."""
-    return {CONTRACTS: (PLAN_BLOCK, plan_keys()), LANE_SCHEMA: (LANE_BLOCK, lane_schema())}
+    return {CONTRACTS: (PLAN_BLOCK, plan_keys()), LANE_SCHEMA: (LANE_BLOCK, lane_schema()),
+            IMAGE_SCHEMA: (IMAGE_BLOCK, image_schema())}
 
 
 def main(argv: list[str]) -> int:

@@ -61,3 +61,14 @@ def test_a_stale_block_is_found_and_rewritten():
     assert references.block(text, name) == "| old |\n"
     fresh = references.with_block(text, name, "| new |\n")
     assert fresh == f"intro\n{begin}\n| new |\n{end}\nafter\n"
+
+
+def test_the_image_schema_names_exactly_the_keys_the_spec_loader_accepts():
+    from ansible_collections.lanekit.serving.plugins.module_utils._image import _spec
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._image import _spec_doc
+    keys = [row[0] for row in _spec_doc.SPEC_DOC]
+    assert {k for k in keys if "." not in k and "[" not in k} == set(_spec._SPEC_KEYS)
+    assert {k.rsplit(".", 1)[1] for k in keys if k.startswith("upstream.digests.")} == set(_spec.ARCHES)
+    assert len(keys) == len(set(keys)) and all(row[3] for row in _spec_doc.SPEC_DOC)
+    rows = [line for line in references.image_schema().splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == keys
