@@ -87,6 +87,36 @@ before=$(cd "$installed" && find . | sort)
     tail -30 "$log" >&2
     fail "the lane recipe_lane wrote does not plan from the installed collection."
   fi
+  # pin in check mode (docs/install.md), offline: the registry is a skopeo on PATH that prints a manifest
+  # list, the Hub a local HTTP server answering the model-info request. It must show the new digests and
+  # revision and write nothing.
+  mkdir -p "$scratch/bin" "$scratch/hub/api/models/mistralai/Mistral-Large-4-1T-A52B-NVFP4/revision"
+  cat >"$scratch/bin/skopeo" <<'SKOPEO'
+#!/bin/sh
+printf '%s' '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[
+{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:aaaa000000000000000000000000000000000000000000000000000000000001","size":1,"platform":{"architecture":"arm64","os":"linux"}},
+{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:aaaa000000000000000000000000000000000000000000000000000000000002","size":1,"platform":{"architecture":"amd64","os":"linux"}}]}'
+SKOPEO
+  chmod +x "$scratch/bin/skopeo"
+  printf '{"id":"mistralai/Mistral-Large-4-1T-A52B-NVFP4","sha":"%s"}' "0123456789abcdef0123456789abcdef01234567" \
+    >"$scratch/hub/api/models/mistralai/Mistral-Large-4-1T-A52B-NVFP4/revision/main"
+  python3 -m http.server 0 --bind 127.0.0.1 --directory "$scratch/hub" >"$scratch/hub.log" 2>&1 &
+  hub_pid=$!
+  for _ in $(seq 50); do grep -q 'Serving HTTP' "$scratch/hub.log" && break; sleep 0.1; done
+  hub_port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$scratch/hub.log" | head -1)
+  sums_before=$(sha256sum "lanes/$recipe_lane.yml" images/mistral-large-4-1t-a52b-vllm/image.yml)
+  log="$scratch/pin.log"
+  if ! PATH="$scratch/bin:$PATH" HF_ENDPOINT="http://127.0.0.1:$hub_port" ansible-playbook lanekit.serving.pin \
+      -e "lane=$recipe_lane" -e pin_resolver=skopeo --check --diff >"$log" 2>&1; then
+    kill "$hub_pid"; tail -30 "$log" >&2
+    fail "ansible-playbook lanekit.serving.pin -e lane=$recipe_lane --check --diff fails from the installed collection."
+  fi
+  kill "$hub_pid"
+  grep -q "sha256:aaaa000000000000000000000000000000000000000000000000000000000001" "$log" \
+    && grep -q "0123456789abcdef0123456789abcdef01234567" "$log" && grep -q "pinned arm64, the architecture of the lane" "$log" \
+    || fail "pin --check --diff did not show the new digest and revision ($log)."
+  [ "$sums_before" = "$(sha256sum "lanes/$recipe_lane.yml" images/mistral-large-4-1t-a52b-vllm/image.yml)" ] \
+    || fail "pin --check wrote to lanes/$recipe_lane.yml or its image spec."
 )
 # Reports and plans belong to the user's repository, never inside the installed collection.
 after=$(cd "$installed" && find . | sort)
@@ -97,4 +127,4 @@ fi
 
 count=$(echo "$modules" | wc -w)
 files=$(grep -cv '/$' <<<"$listing")
-echo "collection: $(basename "$tarball") ships $files files and no test instruments; installed, ansible-doc renders $count modules and lanekit.serving.plan_lane plans ${lanes[*]} and a lane recipe_lane compiled from the collection's recipes/"
+echo "collection: $(basename "$tarball") ships $files files and no test instruments; installed, ansible-doc renders $count modules and lanekit.serving.plan_lane plans ${lanes[*]} and a lane recipe_lane compiled from the collection's recipes/, which pin --check --diff would pin"

@@ -24,6 +24,7 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._image import _pin
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane import _revision
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._load import read_lane_file
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import find_spec_dir
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._cluster import node_arch
 from ansible_collections.lanekit.serving.plugins.plugin_utils._yaml_edit import set_scalars
 
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
@@ -95,7 +96,12 @@ class ActionModule(LanekitAction):
         notes: list[str] = []
         if args["image"]:
             spec = load_image_spec(images_dir, str(lane.get("image")))
-            arches = _pin.wanted_arches(spec, args["arches"])
+            hardware = lane.get("hardware")
+            implied = node_arch(hardware) if isinstance(hardware, str) and hardware else None
+            arches = _pin.wanted_arches(spec, args["arches"], implied)
+            if not args["arches"] and not spec["upstream"]["digests"] and implied:
+                notes.append(f"{spec['spec_path']} listed no architecture: pinned {implied}, the architecture of the "
+                             f"lane's hardware {hardware} (-e pin_arches=... to choose).")
             ref = f"{spec['upstream']['repository']}:{spec['upstream']['tag']}"
             found = _pin.manifest_digests(read_manifest(ref, args["resolver"]), ref)
             digests = _pin.pin_digests(spec, found, arches)

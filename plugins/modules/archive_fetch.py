@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: archive_fetch
 short_description: Copy a node's teardown evidence to the controller, private and redacted
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it). It reads the files that
     M(lanekit.serving.rank_status) wrote with O(lanekit.serving.rank_status#module:bundle_dir) on

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: bench_compare
 short_description: Compare bench runs, lanes and baselines side by side, with differences in percent and a chart
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it).
   - Each entry of O(compare) is a report.json, a run directory, a lane name (its latest valid run)

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: bench_exec
 short_description: Run the bench tools detached on a bench host and return their output files
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Runs on the bench host (the M(lanekit.serving.bench_run) action calls it there, one O(mode)
     per call; it is not meant to be used on its own).

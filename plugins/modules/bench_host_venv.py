@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: bench_host_venv
 short_description: Make the pinned bench virtualenv on a bench host, offline, once
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it); delegate it to the bench host and run it once.
   - Reads the bench host's Python version, CPU and glibc with its C(python3), and refuses (one sentence)

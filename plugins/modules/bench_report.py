@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: bench_report
 short_description: Close a bench run's validity gate and write report.json, report.md and report.png
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it); run it once after M(lanekit.serving.bench_run).
   - The run is valid when every rank still runs the same container (same start time and restart

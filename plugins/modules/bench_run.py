@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: bench_run
 short_description: Run tool-eval-bench and llama-benchy against a serving lane, offline, with live progress
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it); run it once (C(run_once)).
   - Checks the first half of the validity gate (every planned rank exists, runs and carries the

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: bench_venv
 short_description: Find the controller's bench virtualenv, or make it once from the pinned requirements
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it); runs on the controller, once.
   - A O(venv) given is used as it is, and refused (one sentence with the fix) when it lacks

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: cluster_status
 short_description: Print which lanes run on which nodes and what else holds the GPUs
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it); no host is contacted. Run it once
     (C(run_once)) after M(lanekit.serving.node_workloads) registered each node's containers and

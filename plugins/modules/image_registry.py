@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: image_registry
 short_description: Decide whether the builder's registry container must be created, kept or recreated
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it); no host is contacted. It reads the
     registered C(container) of M(community.docker.docker_container_info) and the inventory's

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: lane_lock
 short_description: One operator per lane, a lock file on the lane's head node
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Takes (O(state=present)) or releases (O(state=absent)) the lane lock C(<lock_dir>/<lane>.lock) on the
     host it runs on, normally the lane's head node (C(lanekit_head_host), else the first host of

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: lane_logs
 short_description: Print every rank's log lines of a lane merged in time order, filtered and folded
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it); no host is contacted. Run it once
     (C(run_once)) after M(lanekit.serving.rank_status) registered each node's containers, or with

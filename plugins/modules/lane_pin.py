@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: lane_pin
 short_description: Pin a lane's upstream image digests and its model's Hub revision into the lane's files
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Reads the raw manifest of the lane image's C(upstream.repository:upstream.tag) with
     C(docker buildx imagetools inspect --raw) or C(skopeo inspect --raw) (the first of the two the controller

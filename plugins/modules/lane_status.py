@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: lane_status
 short_description: Print a lane's verdict (serving, degraded, down, not deployed, booting) and per-rank table
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it). Run it on B(every) node of the lane
     in one task (not C(run_once)); each node's worker process reads its own rank containers

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: node_reach
 short_description: Refuse hosts that cannot be reached or cannot become root, with the fix
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Controller-side action (this file only documents it); no host is contacted. Run it once
     (C(run_once)) after a first task (for example M(ansible.builtin.ping) with

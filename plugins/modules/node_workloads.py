@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: node_workloads
 short_description: Report the containers and GPU processes of one node
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Runs on a node. Returns the C(docker inspect) object (a subset) of every container, running
     or not, and, where C(nvidia-smi) exists, the processes the GPU query lists, each with the

@@ -64,14 +64,19 @@ def set_scalars(text: str, source: str, wanted: dict[tuple[str, ...], str]) -> t
     expected = copy.deepcopy(data)
     edits: list[tuple[int, int, str]] = []
     changes: list[str] = []
+    # An empty inline mapping (`digests: {}`, as recipe_lane writes an unpinned spec) becomes a block
+    # holding the new keys: {id of the node: (node, the block's indent, [(key, quoted value)])}.
+    filled: dict[int, tuple[Any, str, list[tuple[str, str]]]] = {}
     for path, value in wanted.items():
         node = root
+        parent_column, parent_inline = -2, True
         for depth, key in enumerate(path[:-1]):
             found = _child(node, key) if node is not None and node.id == "mapping" else None
             if found is None or found[1].id != "mapping":
                 raise LanekitError(
                     f"{source}: key '{'.'.join(path[:depth + 1])}' is not a mapping lanekit can edit; "
                     f"{_hand_lines(source, {path: value})} by hand.")
+            parent_column, parent_inline = found[0].start_mark.column, bool(node.flow_style)
             node = found[1]
         quoted = json.dumps(value)
         found = _child(node, path[-1])
@@ -87,6 +92,10 @@ def set_scalars(text: str, source: str, wanted: dict[tuple[str, ...], str]) -> t
             edits.append((start, end, quoted if start != end else " " + quoted))
             changes.append(f"line {key_node.start_mark.line + 1}: {'.'.join(path)}: "
                            f"{json.dumps(old)} -> {quoted}")
+        elif node.flow_style and not node.value and not parent_inline:
+            entry = filled.setdefault(id(node), (node, " " * (parent_column + 2), []))
+            entry[2].append((path[-1], quoted))
+            changes.append(f"line {node.start_mark.line + 1}: {'.'.join(path)}: {quoted}")
         else:
             if node.flow_style or not node.value:
                 raise LanekitError(f"{source}: key '{'.'.join(path[:-1])}' is written inline; "
@@ -105,6 +114,13 @@ def set_scalars(text: str, source: str, wanted: dict[tuple[str, ...], str]) -> t
             changes.append(f"new line after line {last_value.end_mark.line + (1 if last_value.end_mark.column else 0)}: "
                            f"{'.'.join(path)}: {quoted}")
         _set_in(expected, path, value)
+    for node, indent, pairs in filled.values():
+        block = "".join(f"\n{indent}{key}: {quoted}" for key, quoted in pairs)
+        start = node.start_mark.index
+        # `key: {}` -> `key:` and the block below it (the space before `{}` goes too).
+        while start > 0 and text[start - 1] == " ":
+            start -= 1
+        edits.append((start, node.end_mark.index, block))
     if not edits:
         return text, []
     new_text = _by_index(text, edits)

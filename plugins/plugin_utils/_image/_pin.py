@@ -90,9 +90,10 @@ def manifest_digests(raw: bytes, ref: str) -> dict[str, str] | str:
                        f"upstream.digests by hand.")
 
 
-def wanted_arches(spec: dict, asked: list[str] | None) -> list[str]:
-    """The architectures to pin: the ones asked for, else the ones the spec lists."""
-    arches = list(asked or spec["upstream"]["digests"] or [])
+def wanted_arches(spec: dict, asked: list[str] | None, implied: str | None = None) -> list[str]:
+    """The architectures to pin: the ones asked for, else the ones the spec lists, else ``implied`` (the
+    architecture the lane's hardware profile runs on: a spec recipe_lane wrote lists none yet)."""
+    arches = list(asked or spec["upstream"]["digests"] or ([implied] if implied else []))
     unknown = [a for a in arches if a not in ARCHES]
     if unknown:
         raise LanekitError(f"pin_arches names {', '.join(unknown)}, which lanekit does not run on; use "

@@ -269,8 +269,10 @@ def node_arch(hardware: str) -> str:
 
 def image_spec_text(spec: dict, arch: str) -> str:
     """The image spec file's text: how to pin it, then the spec."""
-    return ("---\n# Written by lanekit from the vLLM recipe's docker image for this hardware. Pin it: set\n"
-            f"# lanekit_image_digests['{spec['name']}']['{arch}'] in the inventory to the full digest\n"
+    lane = (spec.get("lanes") or ["<lane>"])[0]
+    return ("---\n# Written by lanekit from the vLLM recipe's docker image for this hardware. Pin it with\n"
+            f"#   ansible-playbook lanekit.serving.pin -e lane={lane} --check --diff   (then without --check)\n"
+            f"# or set lanekit_image_digests['{spec['name']}']['{arch}'] in the inventory to the full digest\n"
             f"# (docker buildx imagetools inspect {spec['upstream']['repository']}:{spec['upstream']['tag']}).\n"
             + yaml.safe_dump(spec, sort_keys=False, default_flow_style=False))
 

@@ -50,3 +50,12 @@ def test_an_inline_mapping_is_refused_with_the_line_to_write():
     with pytest.raises(LanekitError) as err:
         set_scalars("upstream: {digests: {}}\n", "image.yml", {("upstream", "digests", "arm64"): D})
     assert str(err.value) == f"image.yml: key 'upstream.digests' is written inline; set upstream.digests.arm64: \"{D}\" by hand."
+
+
+def test_an_empty_inline_mapping_under_a_block_becomes_a_block_with_the_new_keys():
+    spec = "---\n# unpinned\nupstream:\n  repository: r\n  digests: {}  # recipe_lane wrote this\nentrypoint: [x]\n"
+    text, changes = set_scalars(spec, "image.yml", {("upstream", "digests", "arm64"): D,
+                                                    ("upstream", "digests", "amd64"): D})
+    assert text == (f'---\n# unpinned\nupstream:\n  repository: r\n  digests:\n    arm64: "{D}"\n    amd64: "{D}"'
+                    "  # recipe_lane wrote this\nentrypoint: [x]\n")
+    assert changes == [f'line 5: upstream.digests.arm64: "{D}"', f'line 5: upstream.digests.amd64: "{D}"']

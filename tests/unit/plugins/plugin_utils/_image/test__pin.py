@@ -84,3 +84,11 @@ def test_an_inventory_override_of_the_pinned_architecture_is_said():
     assert notes == [f"lanekit_image_digests['img']['arm64'] is set in the inventory and takes precedence over "
                      f"images/img/image.yml: remove it there, or the plan keeps using {ARM}."]
     assert _pin.overridden(SPEC, {}, ["arm64"]) == []
+
+
+def test_a_spec_listing_no_architecture_pins_the_one_its_lane_hardware_implies():
+    bare = dict(SPEC, upstream=dict(SPEC["upstream"], digests={}))
+    assert _pin.wanted_arches(bare, [], "arm64") == ["arm64"]
+    assert _pin.wanted_arches(bare, ["amd64"], "arm64") == ["amd64"]
+    with pytest.raises(LanekitError, match="lists no architecture"):
+        _pin.wanted_arches(bare, [], None)
