@@ -8,9 +8,25 @@ from __future__ import annotations
 import os
 
 import pytest
-from simlib import LANE, ROOT, SGLANG_LANE, lane_containers, run_playbook
+from simlib import LANE, ROOT, SGLANG_LANE, lane_containers, run_playbook, staging_host_held
 
 LANES = (LANE, SGLANG_LANE)
+# Verify runs in two pytest-xdist workers (molecule.yml): the real-engine scenario, on its own two CPU
+# nodes, beside all the others, in file order within each group.
+REAL_ENGINE_SCENARIO = "test_scenario_13_real_vllm.py"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        group = "cpu-nodes" if item.path.name == REAL_ENGINE_SCENARIO else "spark-nodes"
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture()
+def staging_host_alone():
+    """No other scenario's playbook on the shared staging host meanwhile (simlib.staging_host_held)."""
+    with staging_host_held():
+        yield
 
 
 def _serving(lane: str) -> bool:

@@ -2,6 +2,8 @@
 look at the rank containers inside the simulated nodes. Test code only (not part of the collection)."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -16,6 +18,21 @@ HOSTS = [f"spark-{i:02d}" for i in range(1, 9)]
 NODES = [f"lksim-{h}" for h in HOSTS]
 STAGING_NODE = "lksim-stage"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@contextlib.contextmanager
+def staging_host_held():
+    """Hold the staging host for a while. Verify runs the real-engine scenario (its own CPU nodes) in a
+    second pytest-xdist worker beside the others, and both lanes stage through the one staging host:
+    the real lane's playbooks hold it, and a test that kills a module there or inspects what was left
+    there takes it first, so neither sees the other's work in flight."""
+    os.makedirs(os.path.join(ROOT, ".sim"), exist_ok=True)
+    with open(os.path.join(ROOT, ".sim", "staging-host.lock"), "w", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def node_of(host: str) -> str:

@@ -98,7 +98,7 @@ def kill_run(run: subprocess.Popen, mark: str) -> None:
     assert marked_processes(mark) == [], "a process of the killed run is still alive"
 
 
-def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint, monkeypatch):
+def test_staging_killed_mid_copy_resumes_and_verifies(big_checkpoint, monkeypatch, staging_host_alone):
     dest = f"{NFS_NODE}/scenario/resume"
     dest_host = host_path(dest)
     # One worker: the shards go one after the other, so "some done, one half-written" is a state

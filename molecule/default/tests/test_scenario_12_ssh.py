@@ -54,7 +54,8 @@ def test_the_run_logs_in_as_lanekit_and_becomes_root(vllm_serving):
         assert len(answers) == 9 and all(line.endswith(f"(stdout) {expected}") for line in answers), proc.stdout
 
 
-def test_what_lanekit_writes_through_sudo_is_root_owned_and_private_and_nothing_is_left_behind(vllm_serving):
+def test_what_lanekit_writes_through_sudo_is_root_owned_and_private_and_nothing_is_left_behind(vllm_serving,
+                                                                                               staging_host_alone):
     for node in NODES + [STAGING_NODE]:
         # Nothing belongs to the login user outside its home, and in its home only the skeleton and
         # Ansible's (empty) remote temp directory remain.

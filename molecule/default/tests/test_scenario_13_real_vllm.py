@@ -14,7 +14,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from simlib import (ANSI, ROOT, assert_no_traceback, changed_hosts, flat, record_timing, run_playbook)
+from simlib import (ANSI, ROOT, assert_no_traceback, changed_hosts, flat, record_timing, run_playbook,
+                    staging_host_held)
 
 LANE = "tiny-llama-cpu-2x-vllm"
 INVENTORY = "sim-cpu"
@@ -23,7 +24,10 @@ API_KEY = "lksim-real-vllm-key"  # inventories/sim-cpu/group_vars/all/cluster.ym
 
 
 def run(name: str, **kw):
-    return run_playbook(name, lane=LANE, inventory=INVENTORY, **kw)
+    # This scenario runs beside the others (a second xdist worker); its playbooks reach the shared
+    # staging host, so they hold it (simlib.staging_host_held).
+    with staging_host_held():
+        return run_playbook(name, lane=LANE, inventory=INVENTORY, **kw)
 
 
 def ranks() -> dict[str, str]:
