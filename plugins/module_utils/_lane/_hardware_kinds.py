@@ -152,7 +152,7 @@ def cpu_profile(display: str, *, workers: int, source: str, recognition: dict | 
     puts each local worker on a NUMA node of its own, so up to that many workers need no explicit binding
     (the cpu-threads-bind lint). Unknown (None): more than one worker per node must be bound explicitly.
     """
-    profile = {
+    profile: dict = {
         "display_name": display,
         "gpu_name": None,  # no GPU: the preflight requires none (requires_gpu)
         "vendor": "cpu",

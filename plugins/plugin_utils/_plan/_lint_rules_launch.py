@@ -167,7 +167,7 @@ def rank_gpu_access(ctx: LintContext) -> Iterator[str]:
     if access.get("gpus"):
         yield (
             f"lanekit_rank_gpus is {access['gpus']!r} on {profile['display_name']}: that asks docker for NVIDIA "
-            f"GPUs (--gpus, an nvidia device request), which an {what} node cannot grant. Set lanekit_rank_gpus: ''.")
+            f"GPUs (--gpus, an nvidia device request), which {what} nodes cannot grant. Set lanekit_rank_gpus: ''.")
     devices = [str(d).split(":", 1)[0] for d in access.get("devices") or []]
     missing = [d for d in needs.get("devices") or [] if d not in devices]
     numbered = needs.get("numbered")
