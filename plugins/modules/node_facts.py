@@ -25,7 +25,7 @@ description:
   - With O(hardware) and O(arch), also compares the node with the lane (RV(mismatch)); a hardware profile without a
     GPU (CPU nodes) requires none, only the architecture and a docker daemon.
   - For the profiles that are recognised by more than nvidia-smi (Google TPU, Intel XPU, Huawei Ascend, Intel Xeon
-    generations: the profile's C(recognition)), also reads the first processor of C(/proc/cpuinfo), the display and
+    generations, by the profile's C(recognition)), also reads the first processor of C(/proc/cpuinfo), the display and
     processing-accelerator PCI functions under C(/sys/bus/pci/devices) and the accelerator device nodes under
     C(/dev) (RV(node)), and a node of another kind is refused naming the profile.
 options:
@@ -84,9 +84,9 @@ mismatch:
   type: str
 node:
   description:
-    - What recognises the kinds nvidia-smi does not see (C(_recognise.node_summary)): C(cpu) (vendor, family, model,
-      model name of the first processor), C(pci) (the display and processing-accelerator PCI functions: vendor,
-      device, class, driver) and C(dev) (the accelerator device nodes under C(/dev): vfio, accel*, davinci*).
+    - What recognises the kinds nvidia-smi does not see (C(_recognise.node_summary)), C(cpu) (vendor, family, model,
+      model name of the first processor), C(pci) (the display and processing-accelerator PCI functions with vendor,
+      device, class, driver) and C(dev) (the accelerator device nodes under C(/dev), such as vfio, accel*, davinci*).
   returned: always
   type: dict
   sample: {"cpu": {"vendor": "GenuineIntel", "family": 6, "model": 173, "model_name": "Intel(R) Xeon(R) 6980P"},
