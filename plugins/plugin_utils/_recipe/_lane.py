@@ -99,8 +99,8 @@ def docker_image(src: RecipeSource, hardware: str, variant_key: str) -> str:
     variant = (recipe.get("variants") or {}).get(variant_key) or {}
     profile = src.profiles.get(hardware) or {}
     family = image_family(src, hardware)
-    keys = {"cuda": ["nvidia"], "rocm": ["amd"]}.get(family) or [str(profile.get("generation") or ""),
-                                                                  str(profile.get("brand") or "").lower()]
+    other = [str(profile.get("generation") or ""), str(profile.get("brand") or "").lower()]
+    keys = {"cuda": ["nvidia"], "rocm": ["amd"]}.get(family) or other
     exact = ((variant.get("hardware_overrides") or {}).get(hardware) or {}).get("docker_image")
     if isinstance(exact, str):
         return exact
