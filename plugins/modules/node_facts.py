@@ -24,6 +24,10 @@ description:
     reports no GPU and says why in the C(error) key of RV(gpu) rather than failing, so the preflight can name the node.
   - With O(hardware) and O(arch), also compares the node with the lane (RV(mismatch)); a hardware profile without a
     GPU (CPU nodes) requires none, only the architecture and a docker daemon.
+  - For the profiles that are recognised by more than nvidia-smi (Google TPU, Intel XPU, Huawei Ascend, Intel Xeon
+    generations, by the profile's C(recognition)), also reads the first processor of C(/proc/cpuinfo), the display and
+    processing-accelerator PCI functions under C(/sys/bus/pci/devices) and the accelerator device nodes under
+    C(/dev) (RV(node)), and a node of another kind is refused naming the profile.
 options:
   hardware:
     description:
@@ -78,6 +82,15 @@ mismatch:
       it matches. Only with O(hardware) and O(arch).
   returned: when O(hardware) and O(arch) are given
   type: str
+node:
+  description:
+    - What recognises the kinds nvidia-smi does not see (C(_recognise.node_summary)), C(cpu) (vendor, family, model,
+      model name of the first processor), C(pci) (the display and processing-accelerator PCI functions with vendor,
+      device, class, driver) and C(dev) (the accelerator device nodes under C(/dev), such as vfio, accel*, davinci*).
+  returned: always
+  type: dict
+  sample: {"cpu": {"vendor": "GenuineIntel", "family": 6, "model": 173, "model_name": "Intel(R) Xeon(R) 6980P"},
+           "pci": [], "dev": []}
 docker:
   description:
     - The docker daemon's version (C(server_version)), empty when the CLI is missing or the daemon does not
@@ -87,12 +100,14 @@ docker:
   sample: {"server_version": "28.2.2"}
 """
 
+import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import normalize_arch
 from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware import node_mismatch
+from ansible_collections.lanekit.serving.plugins.module_utils._lane._recognise import node_summary
 
 GPU_QUERY = ["--query-gpu=name,compute_cap,memory.total", "--format=csv,noheader,nounits"]
 
@@ -164,13 +179,48 @@ def read_docker(module: AnsibleModule) -> dict:
     return {"server_version": version} if version else {"server_version": "", "error": (err or out).strip()}
 
 
+PCI_ROOT = "/sys/bus/pci/devices"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(1 << 20)
+    except OSError:
+        return ""
+
+
+def read_pci(root: str = PCI_ROOT) -> list:
+    """Every PCI function's vendor, device, class and bound driver, as sysfs writes them (unreadable: empty)."""
+    try:
+        addresses = sorted(os.listdir(root))
+    except OSError:
+        return []
+    out = []
+    for address in addresses:
+        base = os.path.join(root, address)
+        driver = os.path.realpath(os.path.join(base, "driver")) if os.path.exists(os.path.join(base, "driver")) else ""
+        out.append({"vendor": _read(os.path.join(base, "vendor")).strip(), "device": _read(os.path.join(base, "device")).strip(),
+                    "class": _read(os.path.join(base, "class")).strip(), "driver": os.path.basename(driver)})
+    return out
+
+
+def read_node(cpuinfo: str = "/proc/cpuinfo", pci_root: str = PCI_ROOT, dev: str = "/dev") -> dict:
+    """The node's CPU, accelerator PCI functions and accelerator device nodes (``_recognise.node_summary``)."""
+    try:
+        names = os.listdir(dev)
+    except OSError:
+        names = []
+    return node_summary(_read(cpuinfo), read_pci(pci_root), names)
+
+
 def facts(module: AnsibleModule) -> dict:
     """The node's facts and, when the lane's hardware and arch are given, whether the node matches them."""
-    gpu, architecture, docker = read_gpu(module), platform.machine(), read_docker(module)
-    out = {"changed": False, "gpu": gpu, "architecture": architecture, "docker": docker}
+    gpu, architecture, docker, node = read_gpu(module), platform.machine(), read_docker(module), read_node()
+    out = {"changed": False, "gpu": gpu, "architecture": architecture, "docker": docker, "node": node}
     hardware, arch = module.params.get("hardware"), module.params.get("arch")
     if hardware is not None and arch:
-        out["mismatch"] = node_mismatch(hardware, gpu, normalize_arch(architecture), docker, arch)
+        out["mismatch"] = node_mismatch(hardware, gpu, normalize_arch(architecture), docker, arch, node)
     return out
 
 

@@ -29,73 +29,25 @@ the weights live in host RAM, and the KV cache is a fixed number of GiB per rank
 environment (``cpu_backend``), not a fraction of device memory. ``gpus_per_node`` counts engine
 processes per node (CPU workers), one by default; more workers on one node need explicit thread
 binding (the ``cpu-threads-bind`` lint rule).
+
+Every hardware id of vLLM's recipe taxonomy has a profile: the workstations, TPU, Intel XPU, Xeon and Ascend
+ones are in ``_hardware_taxonomy`` (``xeon6``/``xeon5`` share cpu_x86's definition, ``_hardware_kinds.cpu_profile``),
+and what each kind of rank container needs (devices, groups, driver mounts, the visible-devices variable) is in
+``_hardware_kinds``. A profile with ``recognition`` is told apart on the node by more than nvidia-smi's name
+(``_recognise``): several accepted GPU names, a TPU, an Intel GPU or an Ascend NPU on the PCI bus, a Xeon
+generation in /proc/cpuinfo.
 """
 from __future__ import annotations
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-
-GIB_PER_GB = 1e9 / 2**30
-
-# How a rank container reaches the GPUs, per vendor (inventory lanekit_rank_* variables win).
-NVIDIA_RANK_CONTAINER = {"gpus": "all", "devices": [], "group_add": [], "security_opt": []}
-# ROCm: docs "Running ROCm Docker containers" and vLLM's ROCm quick start use
-# --device=/dev/kfd --device=/dev/dri --group-add video (plus SYS_PTRACE/seccomp for debugging,
-# which lanekit leaves to the inventory).
-AMD_RANK_CONTAINER = {"gpus": "", "devices": ["/dev/kfd", "/dev/dri"], "group_add": ["video"], "security_opt": []}
-# CPU nodes: no GPU request, no device; the engine computes on the host's cores.
-CPU_RANK_CONTAINER = {"gpus": "", "devices": [], "group_add": [], "security_opt": []}
-
-# Environment every rank gets on discrete NVIDIA data-centre GPUs: none beyond the recipe's.
-_NVIDIA_ENGINE_ENV: dict = {"sglang": {}, "vllm": {}}
-_AMD_ENGINE_ENV: dict = {"sglang": {}, "vllm": {}}
-
-
-def _gb(gb: float) -> float:
-    return round(gb * GIB_PER_GB, 2)
-
-
-def _discrete(display: str, gpu_name: str, vendor: str, gpus: int, memory_gb: float, *, cc: str | None = None,
-              gfx: str | None = None, source: str) -> dict:
-    device = _gb(memory_gb)
-    return {
-        "display_name": display,
-        "gpu_name": gpu_name,
-        "vendor": vendor,
-        "compute_capability": cc,
-        "gfx_arch": gfx,
-        "gpus_per_node": gpus,
-        "device_memory_gib": device,
-        "admission_free_gib": round(device - 1.0, 2),  # ESTIMATE, see the module docstring
-        "admission_estimated": True,
-        "unified_memory": False,
-        "env": {},
-        "engine_env": _AMD_ENGINE_ENV if vendor == "amd" else _NVIDIA_ENGINE_ENV,
-        "rank_container": AMD_RANK_CONTAINER if vendor == "amd" else NVIDIA_RANK_CONTAINER,
-        # lanekit_rank_visible_devices goes to this variable. ROCm: the recipe's own example
-        # (`docker run -e ROCR_VISIBLE_DEVICES=4,5,6,7` for a second TP4 replica).
-        "visible_devices_env": "ROCR_VISIBLE_DEVICES" if vendor == "amd" else "CUDA_VISIBLE_DEVICES",
-        "source": source,
-    }
-
-
-# vLLM's CPU backend, as vllm-cpu 0.32.0 behaves (shared/reference/real-engine.md; vLLM's envs.py for the
-# variables). SGLang has no entry: its CPU backend is a source build for AMX Xeons, not a PyPI install.
-VLLM_CPU_BACKEND = {
-    # The KV cache is this many GiB of host RAM per rank (an integer); --gpu-memory-utilization plays no part.
-    # Unset, vLLM sizes it itself (4 GiB in the releases that document a default; newer releases treat the
-    # variable as a legacy form of --kv-cache-memory-bytes), so the lint cannot check an unset value.
-    "kv_space_env": "VLLM_CPU_KVCACHE_SPACE",
-    # OpenMP thread binding: CPU ids per local worker, separated by '|'; unset means auto, one NUMA node per
-    # local worker ("Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers" on a one-node box).
-    "threads_bind_env": "VLLM_CPU_OMP_THREADS_BIND",
-    "threads_bind_auto": "auto",
-    # Variables a rank takes from its host's inventory variable when that is set (else the lane's serve.env):
-    # which cores a rank's threads use is a fact of the host, e.g. two nodes sharing one machine.
-    "host_env": {"VLLM_CPU_OMP_THREADS_BIND": "lanekit_cpu_threads_bind"},
-    # Head sizes the CPU attention kernels support; another boots, then dies on the first request
-    # ("Unsupported CPU attention configuration: head_dim=16").
-    "head_sizes": (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512),
-}
+from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware_kinds import (
+    NVIDIA_ACCESS,
+    NVIDIA_RANK_CONTAINER,
+    cpu_profile,
+    discrete,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware_taxonomy import TAXONOMY_PROFILES
+from ansible_collections.lanekit.serving.plugins.module_utils._lane._recognise import recognition_mismatch
 
 PROFILES = {
     "dgx_spark_gb10": {
@@ -123,59 +75,41 @@ PROFILES = {
         },
         "rank_container": NVIDIA_RANK_CONTAINER,
         "visible_devices_env": "CUDA_VISIBLE_DEVICES",
+        "image_family": "cuda",
+        "rank_access": NVIDIA_ACCESS,
+        "graphs": "cuda",
         "source": "measured: bring-up report 2026-10-30 (live boot figures above)",
     },
     # NVIDIA: per-GPU HBM from the vendor datasheets; GPUs per node as the recipe taxonomy counts them
     # (an HGX/DGX board of 8, or one 4-GPU Grace-Blackwell compute tray). gpu_name is what
     # nvidia-smi prints (the B300/GB300 strings are not verified on hardware).
-    "h100": _discrete("NVIDIA HGX H100 (8x H100 SXM)", "NVIDIA H100 80GB HBM3", "nvidia", 8, 80, cc="9.0",
-                      source="NVIDIA H100 datasheet: 80 GB HBM3 (SXM5); sm_90"),
-    "h200": _discrete("NVIDIA HGX H200 (8x H200 SXM)", "NVIDIA H200", "nvidia", 8, 141, cc="9.0",
-                      source="NVIDIA H200 datasheet: 141 GB HBM3e; sm_90"),
-    "b200": _discrete("NVIDIA HGX B200 (8x B200)", "NVIDIA B200", "nvidia", 8, 180, cc="10.0",
-                      source="NVIDIA DGX B200 datasheet: 1,440 GB HBM3e over 8 GPUs (180 GB each); sm_100"),
-    "b300": _discrete("NVIDIA HGX B300 (8x B300)", "NVIDIA B300 SXM6 AC", "nvidia", 8, 288, cc="10.3",
-                      source="NVIDIA Blackwell Ultra (DGX B300) datasheet: 288 GB HBM3e per GPU; sm_103"),
-    "gb200": _discrete("NVIDIA GB200 NVL72 compute tray (4x B200)", "NVIDIA GB200", "nvidia", 4, 186, cc="10.0",
-                       source="NVIDIA GB200 NVL72 datasheet: 13.4 TB HBM3e over 72 GPUs (186 GB each); sm_100"),
-    "gb300": _discrete("NVIDIA GB300 NVL72 compute tray (4x B300)", "NVIDIA GB300", "nvidia", 4, 288, cc="10.3",
-                       source="NVIDIA GB300 NVL72 datasheet: 288 GB HBM3e per Blackwell Ultra GPU; sm_103"),
+    "h100": discrete("NVIDIA HGX H100 (8x H100 SXM)", "NVIDIA H100 80GB HBM3", "nvidia", 8, 80, cc="9.0",
+                     source="NVIDIA H100 datasheet: 80 GB HBM3 (SXM5); sm_90"),
+    "h200": discrete("NVIDIA HGX H200 (8x H200 SXM)", "NVIDIA H200", "nvidia", 8, 141, cc="9.0",
+                     source="NVIDIA H200 datasheet: 141 GB HBM3e; sm_90"),
+    "b200": discrete("NVIDIA HGX B200 (8x B200)", "NVIDIA B200", "nvidia", 8, 180, cc="10.0",
+                     source="NVIDIA DGX B200 datasheet: 1,440 GB HBM3e over 8 GPUs (180 GB each); sm_100"),
+    "b300": discrete("NVIDIA HGX B300 (8x B300)", "NVIDIA B300 SXM6 AC", "nvidia", 8, 288, cc="10.3",
+                     source="NVIDIA Blackwell Ultra (DGX B300) datasheet: 288 GB HBM3e per GPU; sm_103"),
+    "gb200": discrete("NVIDIA GB200 NVL72 compute tray (4x B200)", "NVIDIA GB200", "nvidia", 4, 186, cc="10.0",
+                      source="NVIDIA GB200 NVL72 datasheet: 13.4 TB HBM3e over 72 GPUs (186 GB each); sm_100"),
+    "gb300": discrete("NVIDIA GB300 NVL72 compute tray (4x B300)", "NVIDIA GB300", "nvidia", 4, 288, cc="10.3",
+                      source="NVIDIA GB300 NVL72 datasheet: 288 GB HBM3e per Blackwell Ultra GPU; sm_103"),
     # AMD Instinct: per-GPU HBM from AMD's product pages; 8 OAM GPUs per platform.
-    "mi300x": _discrete("AMD Instinct MI300X platform (8x MI300X)", "AMD Instinct MI300X", "amd", 8, 192, gfx="gfx942",
-                        source="AMD Instinct MI300X product page: 192 GB HBM3; gfx942 (CDNA 3)"),
-    "mi325x": _discrete("AMD Instinct MI325X platform (8x MI325X)", "AMD Instinct MI325X", "amd", 8, 256, gfx="gfx942",
-                        source="AMD Instinct MI325X product page: 256 GB HBM3E; gfx942 (CDNA 3)"),
-    "mi350x": _discrete("AMD Instinct MI350X platform (8x MI350X)", "AMD Instinct MI350X", "amd", 8, 288, gfx="gfx950",
-                        source="AMD Instinct MI350 Series product page: 288 GB HBM3E; gfx950 (CDNA 4)"),
-    "mi355x": _discrete("AMD Instinct MI355X platform (8x MI355X)", "AMD Instinct MI355X", "amd", 8, 288, gfx="gfx950",
-                        source="AMD Instinct MI350 Series product page: 288 GB HBM3E; gfx950 (CDNA 4)"),
-    # x86-64 CPU nodes generally (the recipe taxonomy's xeon6 / xeon5 are such nodes; they have no profile of
-    # their own because the recipe compiler sizes lanes from device memory, which a CPU node does not have).
-    "cpu_x86": {
-        "display_name": "x86-64 CPU node (vLLM CPU backend)",
-        "gpu_name": None,  # no GPU: the preflight requires none (requires_gpu)
-        "vendor": "cpu",
-        # The CPU architecture the nodes (and so the image) must have; lanekit_node_arch defaults to it.
-        "arch": "amd64",
-        "compute_capability": None,
-        "gfx_arch": None,
-        # One engine process (one CPU worker) per node; see the module docstring.
-        "gpus_per_node": 1,
-        # No device memory: KV cache and weights live in host RAM (cpu_backend's kv_space_env).
-        "device_memory_gib": None,
-        "admission_free_gib": None,
-        "admission_estimated": False,
-        "unified_memory": False,
-        # The engine's memory is ordinary host memory, for which the kernel reclaims page cache: the cache
-        # role keeps MemAvailable above its headroom, as with a discrete GPU (published in the plan).
-        "memory_model": "discrete",
-        "env": {},
-        "engine_env": {"sglang": {}, "vllm": {}},
-        "rank_container": CPU_RANK_CONTAINER,
-        "visible_devices_env": None,
-        "cpu_backend": {"vllm": VLLM_CPU_BACKEND},
-        "source": "measured: vllm-cpu 0.32.0 on an x86_64 build machine (shared/reference/real-engine.md)",
-    },
+    "mi300x": discrete("AMD Instinct MI300X platform (8x MI300X)", "AMD Instinct MI300X", "amd", 8, 192, gfx="gfx942",
+                       source="AMD Instinct MI300X product page: 192 GB HBM3; gfx942 (CDNA 3)"),
+    "mi325x": discrete("AMD Instinct MI325X platform (8x MI325X)", "AMD Instinct MI325X", "amd", 8, 256, gfx="gfx942",
+                       source="AMD Instinct MI325X product page: 256 GB HBM3E; gfx942 (CDNA 3)"),
+    "mi350x": discrete("AMD Instinct MI350X platform (8x MI350X)", "AMD Instinct MI350X", "amd", 8, 288, gfx="gfx950",
+                       source="AMD Instinct MI350 Series product page: 288 GB HBM3E; gfx950 (CDNA 4)"),
+    "mi355x": discrete("AMD Instinct MI355X platform (8x MI355X)", "AMD Instinct MI355X", "amd", 8, 288, gfx="gfx950",
+                       source="AMD Instinct MI350 Series product page: 288 GB HBM3E; gfx950 (CDNA 4)"),
+    # x86-64 CPU nodes generally, the real-engine lane's (lanes/tiny-llama-cpu-2x-vllm.yml). The recipe taxonomy's
+    # xeon6 / xeon5 are such nodes with a Xeon generation to recognise and four workers each: the same builder.
+    "cpu_x86": cpu_profile("x86-64 CPU node (vLLM CPU backend)", workers=1,
+                           source="measured: vllm-cpu 0.32.0 on an x86_64 build machine (shared/reference/real-engine.md)"),
+    # The recipe taxonomy's other ids (workstations, TPU, XPU, Xeon, Ascend): _hardware_taxonomy.
+    **TAXONOMY_PROFILES,
 }
 
 
@@ -218,30 +152,43 @@ def host_env(profile: dict, engine: str, host: str, host_vars: dict) -> dict:
     return out
 
 
-def node_mismatch(profile: dict, gpu: dict, arch: str, docker: dict, lane_arch: str) -> str:
+def node_mismatch(profile: dict, gpu: dict, arch: str, docker: dict, lane_arch: str, node: dict | None = None) -> str:
     """Why a node cannot run a lane on ``profile``, as one sentence; '' when it can.
 
-    ``profile`` is the plan's ``hardware_profile``; ``gpu``, ``arch`` (docker's spelling) and ``docker`` are
-    what node_facts read on the node; ``lane_arch`` is the plan's image architecture (lanekit_node_arch).
-    A profile without a GPU (CPU nodes) requires none: the node may have one or not.
+    ``profile`` is the plan's ``hardware_profile``; ``gpu``, ``arch`` (docker's spelling), ``docker`` and ``node``
+    (``_recognise.node_summary``: CPU, accelerator PCI functions, device nodes) are what node_facts read on the node;
+    ``lane_arch`` is the plan's image architecture (lanekit_node_arch). A profile without a GPU (CPU nodes)
+    requires none: the node may have one or not. A profile with ``recognition`` is recognised by it (several
+    GPU names, a TPU, an Intel GPU, an Ascend NPU, a Xeon generation), and a refusal names the profile.
     """
     gpu = gpu or {}
     version = (docker or {}).get("server_version") or ""
     error = (docker or {}).get("error") or ""
+    daemon = f"a running docker daemon{f' ({error})' if error else ''}"
+    recognition = profile.get("recognition")
+    if recognition and recognition.get("kind") != "nvidia":
+        why = recognition_mismatch(recognition, node)
+        if not why and arch == lane_arch and version:
+            return ""
+        return (f"{why + '; ' if why else ''}it reports architecture {arch} and docker '{version}'; the lane's hardware "
+                f"profile {recognition.get('profile')} ({profile.get('display_name')}) needs "
+                f"{recognition.get('what')}, {lane_arch} (lanekit_node_arch) and {daemon}. Fix the node, or the "
+                f"inventory's lanekit_hardware and the lane's hardware.")
     wanted = profile.get("compute_capability") or profile.get("gfx_arch")
     needs_gpu = requires_gpu(profile)
+    names = (recognition or {}).get("gpu_names") or [profile.get("gpu_name")]
     ok = arch == lane_arch and bool(version)
     if needs_gpu:
-        ok = ok and gpu.get("name") == profile.get("gpu_name") and gpu.get("compute_capability") == wanted
+        ok = ok and gpu.get("name") in names and gpu.get("compute_capability") == wanted
     if ok:
         return ""
-    daemon = f"a running docker daemon{f' ({error})' if error else ''}"
     if not needs_gpu:
         return (f"it reports architecture {arch} and docker '{version}'; the lane needs {lane_arch} (lanekit_node_arch) "
                 f"and {daemon} (its hardware profile, {profile.get('display_name')}, needs no GPU). Fix the node or the "
                 f"inventory.")
+    named = f" (hardware profile {recognition['profile']})" if recognition else ""
     return (f"it reports GPU '{gpu.get('name', 'none')}' (compute capability {gpu.get('compute_capability', '?')}), "
-            f"architecture {arch} and docker '{version}'; the lane needs {profile.get('gpu_name')} ({wanted}), "
+            f"architecture {arch} and docker '{version}'; the lane needs {' or '.join(names)} ({wanted}){named}, "
             f"{lane_arch} (lanekit_node_arch) and {daemon}. Fix the node or the inventory.")
 
 

@@ -49,6 +49,8 @@ _IMAGE_KEYS = ("name", "ref", "content_hash", "base_ref", "base_digest", "arch",
                "spec_dir", "entrypoint", "patches", "labels", "repository", "tag")
 _PROFILE_KEYS = ("display_name", "gpu_name", "compute_capability", "device_memory_gib", "admission_free_gib",
                  "unified_memory", "vendor", "gfx_arch", "gpus_per_node", "memory_model", "arch")
+# Published only by the profiles that have them (the node check's recognition: _hardware_taxonomy).
+_OPTIONAL_PROFILE_KEYS = ("recognition",)
 
 
 @dataclass
@@ -56,8 +58,8 @@ class PlanInputs:
     """Everything a plan is built from, already read and checked (``_render.plan_lane``).
 
     ``hosts``: [{name, fabric_ip, fabric_ifname?, ib_hca?, ucx_net_devices?, node_rank?, host_env}] from lane_nodes.
-    ``cluster``: {weights_root, rank_gpus, rank_devices, rank_group_add, rank_security_opt, rank_visible_devices,
-    rank_cap_add, rank_ulimits, rank_shm_size, head_host}, checked by ``_inventory.check_cluster``.
+    ``cluster``: {weights_root, rank_gpus, rank_devices, rank_group_add, rank_security_opt, rank_mounts,
+    rank_visible_devices, rank_cap_add, rank_ulimits, rank_shm_size, head_host}, checked by ``_inventory.check_cluster``.
     ``rank_lanes``: per-host lanes when host_vars carry their own lane_host_overrides (serve.args/env only).
     ``image_lock``: the image lock's entry for this architecture (``images/<name>/image.lock.yml``), if any.
     ``memory``: the KV-cache assessment (``_lint.kv_assessment``), ``lint``: the findings that did not refuse.
@@ -175,7 +177,9 @@ def _rank_spec(inputs: PlanInputs, rank: int, record: dict[str, Any], model_path
         "entrypoint": own_entry[:1],
         "command": own_entry[1:] + record["argv"],
         "env": _rank_env(inputs, record),
-        "mounts": [{"source": weights_root, "target": weights_root, "read_only": True}] if gpu else [],
+        # The weights, then what the profile's kind needs from the host (Ascend's driver files...).
+        "mounts": ([{"source": weights_root, "target": weights_root, "read_only": True}]
+                   + [dict(m) for m in cluster.get("rank_mounts") or []]) if gpu else [],
         "network_mode": "host",
         "ipc_mode": "host",
         "gpus": (cluster.get("rank_gpus") or "") if gpu else "",
@@ -234,7 +238,9 @@ def _image(image: dict[str, Any], locked: dict[str, Any] | None) -> ImageSpec:
 
 
 def _hardware(profile: dict[str, Any]) -> HardwareSummary:
-    return cast(HardwareSummary, {key: profile.get(key) for key in _PROFILE_KEYS})
+    summary = {key: profile.get(key) for key in _PROFILE_KEYS}
+    summary.update({key: profile[key] for key in _OPTIONAL_PROFILE_KEYS if profile.get(key)})
+    return cast(HardwareSummary, summary)
 
 
 def _pools(lane: Lane, ranks: list[RankSpec]) -> dict[str, PoolSpec]:

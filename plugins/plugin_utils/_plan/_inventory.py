@@ -80,14 +80,15 @@ _CLUSTER_VARIABLES = {
     "weights_root": "lanekit_weights_root", "rank_gpus": "lanekit_rank_gpus", "rank_devices": "lanekit_rank_devices",
     "rank_cap_add": "lanekit_rank_cap_add", "rank_ulimits": "lanekit_rank_ulimits",
     "rank_group_add": "lanekit_rank_group_add", "rank_security_opt": "lanekit_rank_security_opt",
-    "rank_visible_devices": "lanekit_rank_visible_devices",
+    "rank_visible_devices": "lanekit_rank_visible_devices", "rank_mounts": "lanekit_rank_mounts",
     "rank_shm_size": "lanekit_rank_shm_size", "head_host": "lanekit_head_host",
 }
 
 
 def check_cluster(cluster: dict) -> None:
     """The inventory's rank settings have the shapes docker takes: text, or lists of text."""
-    for key in ("rank_devices", "rank_cap_add", "rank_ulimits", "rank_group_add", "rank_security_opt"):
+    cluster.setdefault("rank_mounts", [])
+    for key in ("rank_devices", "rank_cap_add", "rank_ulimits", "rank_group_add", "rank_security_opt", "rank_mounts"):
         value = cluster[key]
         if value in (None, ""):
             cluster[key] = []
@@ -105,6 +106,7 @@ def check_cluster(cluster: dict) -> None:
                         f"each entry is one docker argument: write one entry per item in the inventory "
                         f"(e.g. [/dev/infiniband/uverbs0, /dev/infiniband/rdma_cm])."
                     )
+    cluster["rank_mounts"] = [parse_mount(entry, index) for index, entry in enumerate(cluster["rank_mounts"])]
     for key in ("weights_root", "rank_gpus", "rank_shm_size", "head_host", "rank_visible_devices"):
         value = cluster[key]
         if value is None or (isinstance(value, int) and not isinstance(value, bool) and key == "rank_gpus"):
@@ -119,6 +121,19 @@ def check_cluster(cluster: dict) -> None:
                 f"{_CLUSTER_VARIABLES[key]} is {describe(value)}; expected all, a GPU count or device ids written "
                 f"with the digits 0-9 (e.g. 8 or device=0,1) in the inventory."
             )
+
+
+def parse_mount(entry: str, index: int) -> dict:
+    """One ``lanekit_rank_mounts`` entry, docker's ``-v source:target[:ro|:rw]`` spelling, as a plan mount."""
+    parts = entry.split(":")
+    read_only = len(parts) == 3 and parts[2] == "ro"
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")) or \
+            not all(p.startswith("/") for p in parts[:2]):
+        raise LanekitError(
+            f"lanekit_rank_mounts[{index}] is {describe(entry)}; expected an absolute host path and an absolute "
+            f"container path, with :ro to mount it read-only (e.g. /usr/local/dcmi:/usr/local/dcmi:ro), in the "
+            f"inventory.")
+    return {"source": parts[0], "target": parts[1], "read_only": read_only}
 
 
 def _setting(values: dict, name: str) -> str:

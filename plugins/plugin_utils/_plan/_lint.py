@@ -9,13 +9,14 @@ lane, its hardware profile, the resolved image and the inventory hosts. They nev
 
 Each rule says how it scopes (which engines, which hardware). The GPU memory rules (kv-budget,
 kv-budget-unchecked, cuda-graph-sizes) apply where the KV cache is a fraction of device memory
-(``_hardware.kv_in_device_memory``); the SM12x rules where the profile has CUDA compute capability 12.x;
+(``_hardware.kv_in_device_memory``: GPUs, Intel XPUs, Ascend NPUs and TPU chips; not cuda-graph-sizes on TPU,
+where tpu-max-model-len applies instead); the SM12x rules where the profile has CUDA compute capability 12.x;
 the ``cpu-*`` rules where the profile declares the engine's CPU backend (``_hardware.cpu_backend``).
 
 One job: run the rules in order and sort what they find. The rules live by topic in
 ``_lint_rules_launch`` (container, files, topology, image pin, GPU access, recipe notes),
 ``_lint_rules_kernels`` (SM12x attention and MoE backends), ``_lint_rules_timeouts``,
-``_lint_rules_memory`` (the KV budget) and ``_lint_rules_cpu``; what a rule is, in ``_lint_rule``.
+``_lint_rules_memory`` (the KV budget, and on TPU the shapes XLA compiles) and ``_lint_rules_cpu``; what a rule is, in ``_lint_rule``.
 """
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ ORDER = (
     "image-pin",
     "kv-budget",
     "kv-budget-unchecked",
+    "tpu-max-model-len",
     "rank-gpu-access",
     "cpu-engine",
     "cpu-kv-space",

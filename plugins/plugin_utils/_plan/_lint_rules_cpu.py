@@ -134,7 +134,8 @@ def cpu_kv_space_unchecked(ctx: LintContext) -> Iterator[str]:
 @rule("cpu-threads-bind", ERROR, "several CPU workers on one node get their threads bound explicitly")
 def cpu_threads_bind(ctx: LintContext) -> Iterator[str]:
     # Scope: profiles that declare the engine's CPU backend. The value a rank gets is its host's inventory
-    # variable when set (cpu_backend's host_env), else the lane's serve.env, else the engine's auto.
+    # variable when set (cpu_backend's host_env), else the lane's serve.env, else the engine's auto, which is
+    # fine for as many workers as the profile's numa_nodes (unknown on cpu_x86: one).
     backend = cpu_backend(ctx.profile, ctx.lane["engine"])
     if backend is None:
         return
@@ -152,7 +153,9 @@ def cpu_threads_bind(ctx: LintContext) -> Iterator[str]:
         where = f"on {', '.join(h for h in hosts if h)}" if any(hosts) else "on every node"
         source = (f"{variable} for those hosts" if any((ctx.host_env.get(h) or {}).get(env) is not None for h in hosts if h)
                   else f"serve.env.{env}" + (" unset: vLLM's default" if lane_value is None else ""))
-        if value == auto and workers > 1:
+        numa = ctx.profile.get("numa_nodes")
+        if value == auto and workers > 1 and not (numa and workers <= numa):
+            # A profile that says how many NUMA nodes its nodes have (xeon6: ESTIMATE 4) lets auto bind that many.
             yield (
                 f"{_where(ctx)}: {env} is {auto} ({source}) {where}, where each node runs {workers} CPU workers "
                 f"(topology: tensor_parallel {topo['tensor_parallel']} x pipeline_parallel {topo['pipeline_parallel']} "

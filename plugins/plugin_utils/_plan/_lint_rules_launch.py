@@ -145,32 +145,47 @@ def image_pin(ctx: LintContext) -> Iterator[str]:
 
 
 @rule("rank-gpu-access", ERROR,
-      "AMD rank containers get /dev/kfd, /dev/dri and the video group, no NVIDIA request; CPU ranks ask for no GPU")
+      "rank containers get the device nodes and groups their kind of accelerator needs, and an NVIDIA request only "
+      "on NVIDIA")
 def rank_gpu_access(ctx: LintContext) -> Iterator[str]:
-    # Scope: AMD profiles (ROCm devices) and profiles without a GPU (no GPU request); NVIDIA needs nothing here.
+    # Scope: every profile but NVIDIA's (which needs its --gpus request and nothing else): the kind's needs are the
+    # profile's rank_access (_hardware_kinds): AMD /dev/kfd, /dev/dri and video; Intel XPU /dev/dri; TPU /dev/vfio
+    # or /dev/accel*; Ascend its manager devices and a /dev/davinci<N>; CPU no GPU request.
     access, profile = ctx.rank_container, ctx.profile
     if not access:
         return
+    needs = profile.get("rank_access") or {}
+    what = needs.get("what") or str(profile.get("vendor") or "").upper()
     if not requires_gpu(profile) and access.get("gpus"):
         yield (
             f"lanekit_rank_gpus is {access['gpus']!r} on {profile['display_name']}: that asks docker for NVIDIA GPUs "
             f"(--gpus, an nvidia device request), which a node without GPUs cannot grant, so docker would refuse to "
             f"start the rank. Set lanekit_rank_gpus: '' (or leave it unset) for these nodes.")
+        return
+    if needs.get("nvidia", profile.get("vendor") in (None, "nvidia")):
+        return
+    if access.get("gpus"):
+        yield (
+            f"lanekit_rank_gpus is {access['gpus']!r} on {profile['display_name']}: that asks docker for NVIDIA "
+            f"GPUs (--gpus, an nvidia device request), which {what} nodes cannot grant. Set lanekit_rank_gpus: ''.")
     devices = [str(d).split(":", 1)[0] for d in access.get("devices") or []]
-    if profile.get("vendor") == "amd":
-        if access.get("gpus"):
+    missing = [d for d in needs.get("devices") or [] if d not in devices]
+    numbered = needs.get("numbered")
+    if numbered and not any(d.startswith(numbered) and d[len(numbered):].isdigit() for d in devices):
+        missing.append(f"a {numbered}<N> per accelerator")
+    any_of = needs.get("any_of") or []
+    if any_of and not any(d == p or d.startswith(p) for d in devices for p in any_of):
+        missing.append(" or ".join(any_of))
+    if missing:
+        yield (
+            f"lanekit_rank_devices lacks {', '.join(missing)}: {what} ranks on {profile['display_name']} see no "
+            f"accelerator without {'it' if len(missing) == 1 else 'them'}. Add "
+            f"{'it' if len(missing) == 1 else 'them'} to lanekit_rank_devices.")
+    for group in needs.get("groups") or []:
+        if group not in [str(g) for g in access.get("group_add") or []]:
             yield (
-                f"lanekit_rank_gpus is {access['gpus']!r} on {profile['display_name']}: that asks docker for NVIDIA "
-                f"GPUs (--gpus, an nvidia device request), which an AMD node cannot grant. Set lanekit_rank_gpus: ''.")
-        missing = [d for d in ("/dev/kfd", "/dev/dri") if d not in devices]
-        if missing:
-            yield (
-                f"lanekit_rank_devices lacks {', '.join(missing)}: ROCm ranks on {profile['display_name']} see no GPU "
-                f"without /dev/kfd and /dev/dri. Add them to lanekit_rank_devices.")
-        if "video" not in [str(g) for g in access.get("group_add") or []]:
-            yield (
-                f"lanekit_rank_group_add lacks video: on {profile['display_name']} the GPU device files belong to the "
-                f"video group, so the rank could not open them. Add video to lanekit_rank_group_add.")
+                f"lanekit_rank_group_add lacks {group}: on {profile['display_name']} the accelerator's device files "
+                f"belong to the {group} group, so the rank could not open them. Add {group} to lanekit_rank_group_add.")
 
 
 @rule("recipe-troubleshooting", WARNING, "the recipe's known failures and their fixes, shown with the plan")

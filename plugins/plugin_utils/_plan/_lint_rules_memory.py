@@ -27,8 +27,9 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._lint_rule i
 
 @rule("cuda-graph-sizes", WARNING, "explicit CUDA-graph capture sizes cost graph memory")
 def cuda_graph_sizes(ctx: LintContext) -> Iterator[str]:
-    # Scope: GPUs, where graph memory comes out of the KV budget (no CUDA graphs on CPU nodes).
-    if not kv_in_device_memory(ctx.profile):
+    # Scope: GPUs and NPUs, where graph memory comes out of the KV budget (no CUDA graphs on CPU nodes, nor on TPU,
+    # whose XLA programs take no capture sizes).
+    if not kv_in_device_memory(ctx.profile) or ctx.profile.get("graphs") == "xla":
         return
     args = _args(ctx)
     explicit = "--cuda-graph-sizes" in args
@@ -72,6 +73,23 @@ def kv_budget_unchecked(ctx: LintContext) -> Iterator[str]:
             f"{_engine(ctx).max_len_flag} is not set, so the engine derives the maximum model length from the "
             f"checkpoint and the KV budget is not checked; set it to check that one request of that length fits."
         )
+
+
+@rule("tpu-max-model-len", WARNING, "a TPU lane bounds the shapes XLA compiles with the maximum model length")
+def tpu_max_model_len(ctx: LintContext) -> Iterator[str]:
+    # Scope: profiles whose graphs are XLA programs (TPU). There the KV budget is the GPU arithmetic (vLLM TPU
+    # claims --gpu-memory-utilization of each chip's HBM, weights and the XLA workspace come out of it: kv-budget
+    # reads memory.graph_reserve_gib as that workspace), but every request shape is compiled before the first
+    # request, so an unbounded length also decides how long the boot compiles.
+    if ctx.profile.get("graphs") != "xla":
+        return
+    flag = _engine(ctx).max_len_flag
+    if _args(ctx).get(flag) is None:
+        yield (
+            f"{flag} is not set on {ctx.profile['display_name']}: vLLM TPU then compiles its shapes up to the "
+            f"checkpoint's full context (131,072 tokens for Llama 3.1), which lengthens the boot and may not fit the "
+            f"{ctx.profile['device_memory_gib']} GiB of HBM per chip, and the KV budget is not checked; set it to the "
+            f"longest request the lane serves (the recipes' own TPU command uses 2048 for Llama-3.1-8B).")
 
 
 def kv_assessment(lane: dict, profile: dict) -> dict | None:

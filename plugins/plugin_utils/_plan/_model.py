@@ -129,11 +129,12 @@ class HardwareSummary(TypedDict):
     device_memory_gib: Annotated[float | None, "device memory per GPU"]
     admission_free_gib: Annotated[float | None, "the most device memory a rank may claim (the admission ceiling)"]
     unified_memory: Annotated[bool, "whether GPU and CPU share memory (the page-cache budget)"]
-    vendor: Annotated[str | None, "nvidia or amd"]
+    vendor: Annotated[str | None, "nvidia, amd, google, intel, huawei or cpu"]
     gfx_arch: Annotated[str | None, "the AMD gfx target a node must show"]
     gpus_per_node: Annotated[int | None, "GPUs per node"]
     memory_model: Annotated[str | None, "how the cache role budgets memory (null: auto)"]
     arch: Annotated[str | None, "the CPU architecture the profile fixes (null: any)"]
+    recognition: NotRequired[Annotated[dict[str, Any], "how node_facts recognises the node's kind (profiles with one)"]]
 
 
 class LintSummary(TypedDict):

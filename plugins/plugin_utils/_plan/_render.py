@@ -134,6 +134,8 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict[
         "rank_devices": access["devices"],
         "rank_group_add": access["group_add"],
         "rank_security_opt": access["security_opt"],
+        # Driver files a rank needs from its host (Ascend's driver, Intel's /dev/dri/by-path): lanekit_rank_mounts.
+        "rank_mounts": access["mounts"],
         "rank_visible_devices": head_vars.get("lanekit_rank_visible_devices"),
         "rank_cap_add": head_vars.get("lanekit_rank_cap_add", []),
         "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),

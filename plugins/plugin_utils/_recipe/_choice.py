@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypedDict
 
 from ansible_collections.lanekit.serving.plugins.module_utils._yaml import describe
 from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe import _rules as R
-from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import RecipeSource
+from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._load import RecipeSource, recipes_listing
 from ansible_collections.lanekit.serving.plugins.plugin_utils._recipe._rules import RecipeRefusal
 
 
@@ -226,7 +226,11 @@ def resolve(src: RecipeSource, c: Choice) -> ResolvedChoice:
     variant = variants[c.variant] or {}
     declared = meta.get("hardware") or {}
     if profile.get("restricted") and c.hardware not in declared:
-        raise fail("restricted_hardware", f"{c.hardware} is a restricted profile the recipe does not list in meta.hardware")
+        # As the site's picker: a restricted profile appears only on the recipes that list it; name them.
+        others = recipes_listing(src.root, c.hardware)
+        raise fail("restricted_hardware", f"{c.hardware} is a restricted profile the recipe does not list in meta.hardware"
+                   + (f"; the recipes of {src.root} that list it: {', '.join(others)}" if others else
+                      f", and no recipe of {src.root} lists it"))
     if declared.get(c.hardware) == "unsupported":
         raise fail("hardware_unsupported", f"meta.hardware.{c.hardware} is unsupported")
     ok, gate = R.precision_ok(profile, variant)

@@ -106,7 +106,8 @@ def strategies_on(src: RecipeSource, hardware: str) -> list[str]:
 
 def recommended_strategy(src: RecipeSource, hardware: str, nodes: int, gpus: int, where: str) -> str:
     """The strategy taken when none is asked for: the recipe's ``recommended_command`` when it is for this
-    hardware and fits ``nodes`` nodes of ``gpus`` GPUs, else the first offered strategy that fits.
+    hardware and fits ``nodes`` nodes of ``gpus`` GPUs, else its ``default_strategy`` when that fits, else the
+    first offered strategy that fits.
 
     Prefill/decode is never taken on its own: its pools are a choice of their own.
     """
@@ -122,6 +123,10 @@ def recommended_strategy(src: RecipeSource, hardware: str, nodes: int, gpus: int
     if recommended.get("hardware") == hardware and recommended.get("strategy") in offered \
             and fits(recommended["strategy"]):
         return recommended["strategy"]
+    # The source form's default_strategy (the rendered form drops it): the strategy the site's picker starts on.
+    default = src.recipe.get("default_strategy")
+    if isinstance(default, str) and default in offered and fits(default):
+        return default
     for strategy in offered:
         if fits(strategy):
             return strategy
@@ -258,8 +263,9 @@ def image_spec(src: RecipeSource, result: dict, lane: dict, arch: str, previous:
     }
 
 
-# Grace-based trays and the DGX Spark are arm64; a profile may name its own (the CPU ones do).
-ARM64_HARDWARE = ("dgx_spark_gb10", "gb200", "gb300")
+# Grace-based trays, the DGX Spark and the DGX Station are arm64, and so is the Kunpeng host of an Ascend 950PR
+# (the recipes' "CPU binding ... on the Kunpeng host"); a profile may name its own (the CPU, TPU and XPU ones do).
+ARM64_HARDWARE = ("dgx_spark_gb10", "gb200", "gb300", "dgx_station_gb300", "ascend_950pr")
 
 
 def node_arch(hardware: str) -> str:

@@ -56,8 +56,25 @@ POOL_RENDEZVOUS = {"prefill": 29501, "decode": 29502}
 PLAN_FABRIC_ENV = {"GLOO_SOCKET_IFNAME": "fabric_ifname", "NCCL_SOCKET_IFNAME": "fabric_ifname",
                    "NCCL_IB_HCA": "ib_hca", "UCX_NET_DEVICES": "ucx_net_devices"}
 PLACEHOLDER_RE = re.compile(r"\$[A-Z_][A-Z0-9_]*")
-DEFAULT_IMAGES = {"nvidia": "vllm/vllm-openai:latest", "amd": "vllm/vllm-openai-rocm:latest"}
-NIGHTLY_IMAGES = {"nvidia": "vllm/vllm-openai:nightly", "amd": "vllm/vllm-openai-rocm:nightly"}
+# The image a recipe lane runs when the recipe names none for its hardware, per image family (the lanekit
+# profile's ``image_family``), and the suffix its image spec's name gets (the families are different images).
+# vLLM's own images: vllm-openai (CUDA), vllm-openai-rocm, vllm-tpu (the recipes' TPU commands; vLLM TPU's
+# installation page), vllm-openai-xpu (vLLM's XPU docker page), vllm-openai-cpu (the recipes' Xeon 6 command,
+# x86-64 tag); Ascend's is vLLM Ascend's quay.io/ascend/vllm-ascend (its quick start). No family has a nightly
+# tag lanekit knows but CUDA's and ROCm's: a nightly-only recipe on the others takes the family's default.
+DEFAULT_IMAGES = {"cuda": "vllm/vllm-openai:latest", "rocm": "vllm/vllm-openai-rocm:latest",
+                  "tpu": "vllm/vllm-tpu:latest", "xpu": "vllm/vllm-openai-xpu:latest",
+                  "cpu": "vllm/vllm-openai-cpu:latest-x86_64", "ascend": "quay.io/ascend/vllm-ascend:latest"}
+NIGHTLY_IMAGES = {"cuda": "vllm/vllm-openai:nightly", "rocm": "vllm/vllm-openai-rocm:nightly"}
+IMAGE_SUFFIX = {"cuda": "", "rocm": "-rocm", "tpu": "-tpu", "xpu": "-xpu", "cpu": "-cpu", "ascend": "-ascend"}
+
+
+def image_family(src: RecipeSource, hardware: str) -> str:
+    """The image family of the hardware: the lanekit profile's, else the taxonomy brand's (AMD: ROCm)."""
+    profile = PROFILES.get(hardware)
+    if profile and profile.get("image_family"):
+        return str(profile["image_family"])
+    return "rocm" if (src.profiles.get(hardware) or {}).get("brand") == "AMD" else "cuda"
 
 
 def lane_name_for(src: RecipeSource, result: dict) -> str:
@@ -72,25 +89,32 @@ def lane_name_for(src: RecipeSource, result: dict) -> str:
 
 
 def docker_image(src: RecipeSource, hardware: str, variant_key: str) -> str:
-    """The recipe's image for this hardware: the variant's exact-GPU pin, the variant's, the model's, else vLLM's."""
+    """The recipe's image for this hardware: the variant's exact-GPU pin, the variant's, the model's, else vLLM's.
+
+    As the recipe site's image choice: a plain string names the CUDA image only, a mapping is keyed by brand
+    (``nvidia``, ``amd``; lanekit also reads the taxonomy generation, ``tpu``/``xpu``/``cpu``/``npu``, and the
+    lower-case brand of the other kinds); the exact-GPU override applies to any hardware.
+    """
     recipe = src.recipe
     variant = (recipe.get("variants") or {}).get(variant_key) or {}
     profile = src.profiles.get(hardware) or {}
-    brand = "amd" if profile.get("brand") == "AMD" else "nvidia"
+    family = image_family(src, hardware)
+    other = [str(profile.get("generation") or ""), str(profile.get("brand") or "").lower()]
+    keys = {"cuda": ["nvidia"], "rocm": ["amd"]}.get(family) or other
     exact = ((variant.get("hardware_overrides") or {}).get(hardware) or {}).get("docker_image")
     if isinstance(exact, str):
         return exact
     for value in (variant.get("docker_image"), (recipe.get("model") or {}).get("docker_image")):
-        if isinstance(value, str) and brand == "nvidia":
+        if isinstance(value, str) and family == "cuda":
             return value
         if isinstance(value, dict):
-            picked = value.get(brand)
+            picked = next((value[k] for k in keys if k and value.get(k)), None)
             if isinstance(picked, dict):  # a CUDA map: the newer CUDA build
                 picked = picked.get("cu130") or picked.get("cu129")
             if isinstance(picked, str):
                 return picked
     nightly = (recipe.get("model") or {}).get("nightly_required") is True
-    return (NIGHTLY_IMAGES if nightly else DEFAULT_IMAGES)[brand]
+    return (NIGHTLY_IMAGES if nightly and family in NIGHTLY_IMAGES else DEFAULT_IMAGES)[family]
 
 
 def _applies(when: Any, src: RecipeSource, choice: dict) -> bool:
@@ -206,7 +230,9 @@ def memory_section(src: RecipeSource, choice: dict, lane: dict) -> tuple[dict | 
     variant = (recipe.get("variants") or {}).get(choice["variant"]) or {}
     minimum = variant.get("vram_minimum_gb")
     profile = PROFILES[choice["hardware"]]
-    if not known or not isinstance(minimum, (int, float)) or isinstance(minimum, bool):
+    if not known or not isinstance(minimum, (int, float)) or isinstance(minimum, bool) or \
+            profile.get("device_memory_gib") is None:
+        # No device memory (CPU nodes): the CPU KV space is host RAM, which the recipe does not size.
         return None, ""
     topo = lane["topology"]
     if lane.get("pd"):
@@ -333,8 +359,8 @@ def build_lane(src: RecipeSource, result: dict, lane_name: str) -> tuple[dict, d
         "lane": lane_name,
         "description": description,
         "engine": "vllm",
-        # The CUDA and ROCm builds of a recipe's image are different images, so AMD lanes get their own spec.
-        "image": f"{slug}-vllm" + ("-rocm" if (src.profiles.get(choice["hardware"]) or {}).get("brand") == "AMD" else ""),
+        # The CUDA, ROCm, TPU, XPU, CPU and Ascend builds of a recipe's image are different images: a spec each.
+        "image": f"{slug}-vllm" + IMAGE_SUFFIX[image_family(src, choice["hardware"])],
         "hardware": choice["hardware"],
         "model": {"id": result["model"], "revision": None, "served_name": result["model"], "dir": result["model"],
                   "layout": "mistral_consolidated" if args.get("--config-format") == "mistral" else "hf",

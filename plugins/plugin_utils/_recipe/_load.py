@@ -68,6 +68,38 @@ def recipe_names(root: str) -> list[str]:
     return sorted(set(names))
 
 
+_LISTED: dict = {}  # (path, mtime) -> the recipe's meta.hardware, so that a sweep of refusals reads each file once
+
+
+def _listed_hardware(path: str) -> dict:
+    key = (path, os.stat(path).st_mtime_ns)
+    if key not in _LISTED:
+        try:
+            data = read_data(path)
+        except LanekitError:
+            data = {}
+        listed = ((data.get("meta") or {}).get("hardware") if isinstance(data, dict) else None) or {}
+        _LISTED[key] = listed if isinstance(listed, dict) else {}
+    return _LISTED[key]
+
+
+def recipes_listing(root: str, hardware: str, limit: int = 200) -> list[str]:
+    """The names of the recipes of the tree at ``root`` whose ``meta.hardware`` lists ``hardware`` (not as
+    unsupported), for the refusal of a restricted profile; unreadable files are passed over (at most ``limit``
+    files are read: a refusal's hint, not a scan of a whole disk)."""
+    out = []
+    for name in recipe_names(root)[:limit]:
+        for path in (os.path.join(root, name + ".json"), os.path.join(root, "models", name + ".yaml"),
+                     os.path.join(root, "models", name + ".yml")):
+            if not os.path.isfile(path):
+                continue
+            listed = _listed_hardware(path)
+            if hardware in listed and listed[hardware] != "unsupported":
+                out.append(name)
+            break
+    return out
+
+
 def resolve_recipe(value: str, cwd: str, user_dir: str | None = None) -> str:
     """The recipe file ``-e recipe=VALUE`` means: an existing path (absolute, or relative to ``cwd``), else a
     name found in ``user_dir`` (default ``<cwd>/recipes``), then in the collection's ``recipes/``."""

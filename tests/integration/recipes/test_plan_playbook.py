@@ -17,9 +17,9 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbo
 pytestmark = pytest.mark.skipif(not os.path.exists(ANSIBLE_PLAYBOOK), reason="ansible-playbook is not beside python")
 
 
-def _plan(inventory, *extra, reports):
+def _plan(inventory, *extra, reports, recipe=SEED):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    argv = [ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", os.path.join(REPO, "inventories", inventory), "-e", f"recipe={SEED}",
+    argv = [ANSIBLE_PLAYBOOK, PLAYBOOK, "-i", os.path.join(REPO, "inventories", inventory), "-e", f"recipe={recipe}",
             "-e", f"lanekit_reports_dir={reports}"]
     for item in extra:
         argv += ["-e", item]
@@ -63,3 +63,19 @@ def test_no_strategy_takes_the_recipes_recommended_one_and_says_so(tmp_path):
     assert "single_node_tp on 1x gb300" in out and "None" not in out
     assert "No -e recipe_strategy was given: took the recommended strategy of the recipe for these nodes (on gb300 " \
            "it offers single_node_tp, multi_node_tp" in out
+
+
+@pytest.mark.parametrize("inventory, hardware, device", [
+    ("tpu-v6e", "trillium", "--device /dev/vfio"), ("xeon6", "xeon6", "--ipc host --shm-size 16g -v"),
+    ("arc-b60", "arc_pro_b60", "--device /dev/dri"), ("ascend", "ascend_950pr", "--device /dev/davinci_manager"),
+    ("rtx-pro-6000", "rtx_pro_6000_8x", "--gpus all"),
+])
+def test_each_accelerator_inventory_plans_the_fixture_recipe_on_the_controller(inventory, hardware, device, tmp_path):
+    # Issue 27: the playbook a check-mode deploy starts with (plan-lane runs lane_plan on the controller only).
+    from tests.unit.helpers.recipes import FIXTURES, TREE
+    recipe = os.path.join(FIXTURES, "models", "acme", "Tiny-Dense.yaml")
+    proc = _plan(inventory, f"recipe_root={TREE}", reports=tmp_path, recipe=recipe)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lane = f"tiny-dense-default-{hardware.replace('_', '-')}-single-node-tp"
+    plan = json.loads((tmp_path / lane / "plan.json").read_text(encoding="utf-8"))
+    assert plan["hardware"] == hardware and device in " ".join(plan["ranks"][0]["docker_argv"])

@@ -47,17 +47,19 @@ def cluster_of(name: str, hosts: list[dict]) -> Cluster:
 
 
 def compile_on(name: str, reports: str, choice: dict | None = None, extra_vars: dict | None = None,
-               hosts: int | None = None) -> dict:
-    """Compile the seed (``choice``, default the inventory's recommended one) for inventories/<name>."""
+               hosts: int | None = None, recipe: str = SEED, recipe_root: str | None = None) -> dict:
+    """Compile ``recipe`` (default the seed; ``choice``, default the inventory's recommended one) for inventories/<name>."""
     nodes = inventory_hosts(name, extra_vars, hosts)
-    args = dict(choice if choice is not None else RECOMMENDED[name], recipe=SEED)
+    args = dict(choice if choice is not None else RECOMMENDED[name], recipe=recipe)
+    if recipe_root:
+        args["recipe_root"] = recipe_root
     return compile_for_cluster(args, REPO, cluster_of(name, nodes), reports)
 
 
 def plan_on(name: str, reports: str, choice: dict | None = None, extra_vars: dict | None = None,
-            purpose: str = "plan", hosts: int | None = None):
-    """(compile result, plan, findings) of the seed's choice on inventories/<name>."""
-    compiled = compile_on(name, reports, choice, extra_vars, hosts)
+            purpose: str = "plan", hosts: int | None = None, recipe: str = SEED, recipe_root: str | None = None):
+    """(compile result, plan, findings) of ``recipe``'s choice (default the seed's) on inventories/<name>."""
+    compiled = compile_on(name, reports, choice, extra_vars, hosts, recipe, recipe_root)
     plan, findings = plan_lane(compiled["lanes_dir"], compiled["images_dir"], compiled["lane"],
                                inventory_hosts(name, extra_vars, hosts), [], purpose, reports)
     return compiled, plan, findings

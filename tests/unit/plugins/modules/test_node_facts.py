@@ -149,3 +149,36 @@ def test_the_node_is_compared_with_the_lanes_hardware_when_given(monkeypatch):
     result = node_facts.facts(NodeModule({"hardware": gb10, "arch": "amd64"}))
     assert result["mismatch"].startswith("it reports GPU '' (compute capability ), architecture amd64")
     assert "mismatch" not in node_facts.facts(NodeModule({"hardware": None, "arch": None}))
+
+
+def test_the_node_summary_reads_cpuinfo_the_pci_functions_and_dev(tmp_path):
+    # A TPU VM as sysfs shows it: a chip bound to vfio-pci, gVNIC beside it (left out: a network function).
+    (tmp_path / "cpuinfo").write_text("vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n\n")
+    for address, vendor, klass, driver in (("0000:00:04.0", "0x1ae0", "0x120000", "vfio-pci"),
+                                           ("0000:00:05.0", "0x1ae0", "0x020000", "gve")):
+        function = tmp_path / "pci" / address
+        function.mkdir(parents=True)
+        (function / "vendor").write_text(vendor + "\n")
+        (function / "device").write_text("0x006f\n")
+        (function / "class").write_text(klass + "\n")
+        (tmp_path / "drivers" / driver).mkdir(parents=True)
+        (function / "driver").symlink_to(tmp_path / "drivers" / driver)
+    (tmp_path / "dev" / "vfio").mkdir(parents=True)
+    (tmp_path / "dev" / "null").write_text("")
+    node = node_facts.read_node(str(tmp_path / "cpuinfo"), str(tmp_path / "pci"), str(tmp_path / "dev"))
+    assert node == {"cpu": {"vendor": "AuthenticAMD", "family": 25, "model": 17, "model_name": ""},
+                    "pci": [{"vendor": "0x1ae0", "device": "0x006f", "class": "0x120000", "driver": "vfio-pci"}],
+                    "dev": ["vfio"]}
+    assert node_facts.read_node(str(tmp_path / "none"), str(tmp_path / "none"), str(tmp_path / "none")) == {
+        "cpu": {"vendor": "", "family": None, "model": None, "model_name": ""}, "pci": [], "dev": []}
+
+
+def test_a_tpu_lane_on_a_node_without_a_tpu_is_refused_by_the_module(monkeypatch):
+    from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware import PROFILES
+    monkeypatch.setattr(node_facts.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(node_facts, "read_node", lambda: {"cpu": {}, "pci": [], "dev": []})
+    trillium = {k: PROFILES["trillium"].get(k) for k in ("display_name", "gpu_name", "compute_capability", "gfx_arch",
+                                                         "recognition")}
+    result = node_facts.facts(NodeModule({"hardware": trillium, "arch": "amd64"}))
+    assert result["mismatch"].startswith("it reports accelerator-class PCI functions none, not Google TPU v6e chips")
+    assert "hardware profile trillium" in result["mismatch"] and result["node"] == {"cpu": {}, "pci": [], "dev": []}

@@ -34,7 +34,9 @@ def test_every_profile_has_the_facts_the_plan_reads(hardware):
         assert not kv_in_device_memory(profile) and profile.get("cpu_backend")
         return
     assert 0 < profile["admission_free_gib"] < profile["device_memory_gib"] and kv_in_device_memory(profile)
-    assert (profile["compute_capability"] is None) == (profile["vendor"] == "amd") == (profile["gfx_arch"] is not None)
+    # A CUDA compute capability on NVIDIA only, a gfx target on AMD only.
+    assert (profile["compute_capability"] is not None) == (profile["vendor"] == "nvidia")
+    assert (profile["gfx_arch"] is not None) == (profile["vendor"] == "amd")
 
 
 def test_the_seed_recipes_hardware_and_the_common_clusters_have_profiles():
@@ -46,14 +48,14 @@ def test_the_seed_recipes_hardware_and_the_common_clusters_have_profiles():
 def test_amd_has_no_sm_and_its_ranks_get_rocm_devices_unless_the_inventory_says_otherwise():
     assert sm_major(PROFILES["mi355x"]) is None and sm_major(PROFILES["b200"]) == 10
     assert rank_container(PROFILES["mi300x"], {}) == {"gpus": "", "devices": ["/dev/kfd", "/dev/dri"],
-                                                      "group_add": ["video"], "security_opt": []}
+                                                      "group_add": ["video"], "security_opt": [], "mounts": []}
     assert rank_container(PROFILES["h100"], {"lanekit_rank_devices": ["/dev/infiniband"]})["devices"] == ["/dev/infiniband"]
 
 
 def test_cpu_nodes_have_no_gpu_one_worker_and_vllms_cpu_backend():
     cpu = PROFILES["cpu_x86"]
     assert (cpu["vendor"], cpu["arch"], cpu["gpus_per_node"], sm_major(cpu)) == ("cpu", "amd64", 1, None)
-    assert rank_container(cpu, {}) == {"gpus": "", "devices": [], "group_add": [], "security_opt": []}
+    assert rank_container(cpu, {}) == {"gpus": "", "devices": [], "group_add": [], "security_opt": [], "mounts": []}
     assert cpu_backend(cpu, "vllm")["kv_space_env"] == "VLLM_CPU_KVCACHE_SPACE"
     assert cpu_backend(cpu, "sglang") is None and cpu_backend(PROFILES["h100"], "vllm") is None
 

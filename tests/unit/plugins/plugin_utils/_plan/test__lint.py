@@ -67,6 +67,8 @@ def test_every_rule_has_a_breaker_or_warning_test():
     tested |= {"rank-gpu-access", "recipe-troubleshooting"}
     # The CPU rules: tested on the real-engine lane below.
     tested |= {"cpu-engine", "cpu-kv-space", "cpu-kv-space-unchecked", "cpu-threads-bind", "cpu-head-dim"}
+    # The TPU rule: tested on the tpu-v6e example inventory's recipe lane in recipes/test_hardware_lanes.py.
+    tested |= {"tpu-max-model-len"}
     assert {r.rule_id for r in _lint.RULES} <= tested
 
 

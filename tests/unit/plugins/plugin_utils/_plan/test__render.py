@@ -360,3 +360,15 @@ def test_gpu_selection_on_cpu_nodes_is_refused_with_the_cpu_fix():
     with pytest.raises(LanekitError, match=r"lanekit_rank_visible_devices is '0,1', but lane tiny-llama-cpu-2x-vllm runs "
                                            r"on x86-64 CPU node .* lanekit_cpu_threads_bind instead\)\.$"):
         plan_cpu(extra_vars={"lanekit_rank_visible_devices": "0,1"})
+
+
+def test_the_real_engine_lane_plans_on_the_sim_cpu_inventory_as_its_golden_says():
+    # The lane CI deploys on the simulated cluster (make demo-real, molecule's scenario 13), planned against
+    # inventories/sim-cpu and the real image spec. Its hardware profile (cpu_x86) shares the vLLM CPU backend
+    # with the recipe taxonomy's xeon6/xeon5 profiles (issue 27): the golden was written before they were
+    # added, and adding them moved nothing a rank runs, nor anything else in the plan.
+    from tests.unit.helpers.inventories import inventory_hosts
+    result, findings = _plan.plan_lane(LANES, IMAGES, "tiny-llama-cpu-2x-vllm", inventory_hosts("sim-cpu"), [], "plan")
+    assert findings["errors"] == [] and [w["id"] for w in findings["warnings"]] == ["image-pin"]
+    actual = json.dumps(_normalised(result), indent=1, sort_keys=True) + "\n"
+    _check(os.path.join(GOLDEN, "tiny-llama-cpu-2x-vllm-sim-cpu-plan.json"), actual)
