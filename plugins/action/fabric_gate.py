@@ -85,7 +85,7 @@ class ActionModule(LanekitAction):
     def prepare(self, args: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
         plan, lane = args["plan"], args["plan"].get("lane")
         if args["gate"] == "off":
-            result.update(run=False, msg=f"Fabric gate off (fabric_gate=off): the links between lane {lane}'s nodes are "
+            result.update(run=False, msg=f"Fabric gate off (fabric_gate=off): the links between the nodes of lane {lane} are "
                                          f"not measured, on purpose.")
             return result
         chosen = settings(args)
@@ -105,7 +105,7 @@ class ActionModule(LanekitAction):
                                   f"nodes, image and fabric env; -e fabric_remeasure=true measures again). {again['message']}")
                 return result
         why = "; ".join(_cache.changed((stored or {}).get("material"), material)) if not args["remeasure"] else "fabric_remeasure"
-        result.update(msg=f"Measuring lane {lane}'s fabric: {spec['world']} nodes, {spec['backend']}, sizes "
+        result.update(msg=f"Measuring the fabric of lane {lane}: {spec['world']} nodes, {spec['backend']}, sizes "
                           f"{', '.join(human_bytes(size) for size in spec['sizes'])}, floor {chosen['floor']['gbps']} GB/s "
                           f"({chosen['floor']['source']}) ({why or 'the stored result no longer passes'}).")
         return result
@@ -132,9 +132,11 @@ class ActionModule(LanekitAction):
         os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
         atomic_write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
         lines = _verdict.lines(verdict)
-        result.update(changed=False, verdict=verdict, report_file=path, lines=lines + [f"report  {path}"])
         if verdict["blocking"]:
-            result.update(failed=True, msg="\n".join(lines + [f"report: {path}"]))
-        else:
-            result["msg"] = verdict["message"]
+            # The sentence, the fix and the figures; the whole verdict is in the report, not in the failure.
+            result.update(failed=True, status=verdict["status"], report_file=path,
+                          msg="\n".join(lines + [f"report: {path}"]))
+            return result
+        result.update(changed=False, verdict=verdict, report_file=path, lines=lines + [f"report  {path}"],
+                      msg=verdict["message"])
         return result

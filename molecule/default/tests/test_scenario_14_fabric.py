@@ -78,7 +78,7 @@ def test_uncapped_the_real_lane_passes_and_the_report_names_image_torch_and_env(
     text = flat(proc.stdout)
     assert proc.returncode == 0, text[-4000:]
     assert_no_traceback(proc.stdout)
-    assert f"Lane {LANE}'s fabric (2 nodes) passes: all_reduce busbw" in text
+    assert f"The fabric of lane {LANE} (2 nodes) passes: all_reduce busbw" in text
     assert "floor 0.05 GB/s" in text and "transport gloo/tcp" in text
     doc = report()
     assert doc["verdict"]["status"] == "pass"
@@ -102,9 +102,9 @@ def test_a_capped_node_is_named_with_the_fix(capped):
     text = flat(proc.stdout)
     assert proc.returncode != 0, text[-4000:]
     assert_no_traceback(proc.stdout)
-    assert f"Lane {LANE}'s fabric (2 nodes) is below its floor" in text
+    assert f"The fabric of lane {LANE} (2 nodes) is below its floor" in text
     assert f"Slowest pair: {SLOW} -> cpu-01 at" in text and f"{SLOW} is slow on its send side" in text
-    assert f"fix: check {SLOW}'s NIC, cable and switch port" in text and "-e fabric_gate=warn" in text
+    assert f"fix: check the NIC, cable and switch port of {SLOW}" in text and "-e fabric_gate=warn" in text
     doc = report()
     assert doc["verdict"]["status"] == "below_floor" and doc["verdict"]["pairs"]["slowest"]["src_host"] == SLOW
     warned = run("fabric_lane.yml", extra=["-e", "fabric_remeasure=true", "-e", "fabric_gate=warn"], timeout=900)

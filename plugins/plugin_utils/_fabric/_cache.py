@@ -7,7 +7,7 @@ One job: the key. A measurement stays valid for the lane while what it measured 
 the nodes (hosts, fabric addresses, order), the image (the pin every node holds: a new image may
 bring another NCCL) and the fabric environment (every NCCL_*, GLOO_*, UCX_* and *_VISIBLE_DEVICES
 variable, and the container's devices, GPU request, capabilities, limits, network and IPC mode),
-plus the probe's own settings and version. The floor is not in the key: a changed floor judges the
+plus the probe's sizes, iterations and version (not its port: the fabric is the same). The floor is not in the key: a changed floor judges the
 stored figures again without measuring (``_verdict``), and a re-run pays for a measurement only
 when the stored one no longer passes.
 """
@@ -41,7 +41,7 @@ def material(plan: dict[str, Any], spec: dict[str, Any], probe_version: int) -> 
     return {"probe_version": probe_version, "lane": plan.get("lane"), "backend": spec["backend"],
             "image": {"ref": pin.get("ref") or image.get("ref"), "content_hash": pin.get("content_hash") or image.get("content_hash"),
                       "rootfs": pin.get("rootfs") or ""},
-            "nodes": nodes, "master_port": spec["master_port"], "sizes": spec["sizes"], "iters": spec["iters"]}
+            "nodes": nodes, "sizes": spec["sizes"], "iters": spec["iters"]}
 
 
 def key(material_: dict[str, Any]) -> str:
@@ -52,7 +52,7 @@ def changed(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
     """Which parts of the key moved since the stored result (for the line that says why it measures again)."""
     if not old:
         return ["no stored result"]
-    out = [part for part in ("image", "backend", "master_port", "sizes", "iters", "probe_version") if old.get(part) != new.get(part)]
+    out = [part for part in ("image", "backend", "sizes", "iters", "probe_version") if old.get(part) != new.get(part)]
     old_nodes = {n["host"]: n for n in old.get("nodes") or []}
     new_nodes = {n["host"]: n for n in new.get("nodes") or []}
     if set(old_nodes) != set(new_nodes) or [n["host"] for n in old.get("nodes") or []] != [n["host"] for n in new.get("nodes") or []]:

@@ -71,6 +71,6 @@ def choose(hardware: str, override: Any = None) -> dict[str, Any]:
     if value <= 0:
         raise LanekitError(
             f"lanekit_fabric_floor_gbps is {override!r}; expected a bus bandwidth in GB/s above 0 (nccl-tests' busbw of "
-            f"all_gather at the largest size, e.g. 21.875 for DGX Spark), in the inventory's group_vars.")
+            f"all_gather at the largest size, e.g. 21.875 for DGX Spark), in the group_vars of the inventory.")
     return {"op": base["op"], "gbps": value, "estimated": False,
-            "source": f"inventory: lanekit_fabric_floor_gbps = {value:g} (the profile's: {base['gbps']} GB/s, {base['source']})"}
+            "source": f"inventory: lanekit_fabric_floor_gbps = {value:g} (profile: {base['gbps']} GB/s, {base['source']})"}

@@ -97,7 +97,7 @@ def expects_rdma(env: dict[str, str], devices: list[str], setting: str = "auto")
     if setting not in TRANSPORT_CHOICES:
         raise LanekitError(
             f"lanekit_fabric_transport is {setting!r}; expected one of {', '.join(TRANSPORT_CHOICES)} "
-            f"(rdma: refuse a run over TCP sockets; socket or any: accept it; auto: read the lane's env and devices).")
+            f"(rdma: refuse a run over TCP sockets; socket or any: accept it; auto: read the env and devices of the lane).")
     if setting != "auto":
         return setting == "rdma"
     if env.get("NCCL_IB_DISABLE") == "1" or env.get("NCCL_NET", "").lower() == "socket":
@@ -111,7 +111,7 @@ def problem(summary: dict[str, Any], wants_rdma: bool, env: dict[str, str]) -> s
     got = used(summary)
     if not wants_rdma or got != "socket":
         return ""
-    why = "NCCL found no RDMA device (its line: 'NET/IB : No device found')" if summary.get("ib_missing") else (
+    why = "NCCL found no RDMA device (its line: NET/IB : No device found)" if summary.get("ib_missing") else (
         f"NCCL chose network {summary.get('network') or 'Socket'}")
     meant = ", ".join(f"{k}={env[k]}" for k in ("NCCL_IB_HCA", "NCCL_IB_DISABLE") if env.get(k)) or "/dev/infiniband"
     return (f"NCCL carried the traffic between the nodes over TCP sockets ({', '.join(summary.get('via') or ['NET/Socket'])}) "
@@ -120,6 +120,6 @@ def problem(summary: dict[str, Any], wants_rdma: bool, env: dict[str, str]) -> s
 
 RDMA_FIX = (
     "give the rank containers the RDMA devices and limits (lanekit_rank_devices: [/dev/infiniband], "
-    "lanekit_rank_cap_add: [IPC_LOCK], lanekit_rank_ulimits: ['memlock=-1:-1']), make NCCL_IB_HCA (the host's "
-    "ib_hca) name HCAs that exist and are up on every node (ibv_devinfo), or set lanekit_fabric_transport: socket "
+    "lanekit_rank_cap_add: [IPC_LOCK], lanekit_rank_ulimits: ['memlock=-1:-1']), make NCCL_IB_HCA (ib_hca of "
+    "each host) name HCAs that exist and are up on every node (ibv_devinfo), or set lanekit_fabric_transport: socket "
     "when the cluster has no RDMA on purpose")

@@ -56,13 +56,13 @@ def _pair_sentence(search: dict[str, Any]) -> tuple[str, str]:
     if node is None:
         if search.get("slow") and len(search["slow"]) == len(search["links"]):
             return (text + " Every link is below the floor: the fabric as a whole, not one node.",
-                    "check the switch and every node's link speed and MTU (ethtool, ip link), and that the lane's "
-                    "interface (fabric_ifname) is the fast fabric, not a management network")
+                    "check the switch, the link speed and MTU of every node (ethtool, ip link), and that the interface of "
+                    "the lane (fabric_ifname) is the fast fabric, not a management network")
         return text, "check the NICs, cables and switch ports of the slow links above"
     side = {"send": "on its send side", "receive": "on its receive side", "both": "in both directions"}[search["side"]]
     name = host.get(node, str(node))
     return (text + f" {name} is slow {side}.",
-            f"check {name}'s NIC, cable and switch port (ethtool <ifname>: speed and errors; ip -s link), its MTU and "
+            f"check the NIC, cable and switch port of {name} (ethtool <ifname>: speed and errors; ip -s link), its MTU and "
             f"any traffic shaping (tc qdisc show dev <ifname>), or leave {name} out of the lane")
 
 
@@ -78,21 +78,22 @@ def judge(lane: str, gate: str, results: list[dict[str, Any]], floor: dict[str, 
         [transport["nccl_version"]] if transport.get("nccl_version") else [])
     out: dict[str, Any] = {"status": "pass", "gate": gate, "rows": rows, "headline": None, "pairs": None,
                            "transport": transport, "transport_used": _transport.used(transport) or (
-                               "gloo/tcp" if any(r.get("backend") == "gloo" for r in results) else ""),
+                               "gloo/tcp" if any(r.get("backend") == "gloo" and r.get("status") == "ok" for r in results) else ""),
                            "nccl_version": versions[0] if len(versions) == 1 else (versions or None),
                            "torch": sorted({str(r["torch"]) for r in results if r.get("torch")}) or None,
                            "floor": floor, "fix": ""}
-    where = f"lane {lane}'s fabric ({len(results)} nodes)"
+    # The sentences carry no apostrophe: Ansible's YAML output doubles it ('') in quoted text.
+    where = f"the fabric of lane {lane} ({len(results)} nodes)"
     if cannot := _by_status(results, "cannot_run"):
-        out.update(status="cannot_run", message=f"The fabric gate cannot run on {where}: {'; '.join(cannot)}.",
+        out.update(status="cannot_run", message=f"The fabric gate cannot run on lane {lane} ({len(results)} nodes): {'; '.join(cannot)}.",
                    fix=f"use an image with torch and torch.distributed (every vLLM and SGLang image has them), or go on "
                        f"without the measurement on purpose: {OFF_HINT}")
     elif failed := _by_status(results, "failed"):
         head = next((r for r in results if int(r.get("rank", -1)) == 0), {})
-        out.update(status="failed", message=f"The fabric test of {where} failed: {'; '.join(failed)}.",
+        out.update(status="failed", message=f"The fabric test of lane {lane} ({len(results)} nodes) failed: {'; '.join(failed)}.",
                    fix="check that every node runs its probe (docker on each node), that NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME "
-                       f"(fabric_ifname) name the fabric interface on every node, and that {head.get('host', 'the head')}'s "
-                       "fabric address and the probe's port are reachable from every node")
+                       f"(fabric_ifname) name the fabric interface on every node, and that the fabric address of "
+                       f"{head.get('host', 'the head')} and the port of the probe are reachable from every node")
     elif problem := _transport.problem(transport, wants_rdma, env):
         out.update(status="wrong_transport", message=f"{where[0].upper()}{where[1:]} is refused: {problem}",
                    fix=_transport.RDMA_FIX)
@@ -108,7 +109,7 @@ def judge(lane: str, gate: str, results: list[dict[str, Any]], floor: dict[str, 
         if transfers:
             out["pairs"] = _pairs.search(transfers, floor.get("gbps"), hosts)
         if headline is None:
-            out.update(status="failed", message=f"The fabric test of {where} returned no {floor.get('op')} timing.",
+            out.update(status="failed", message=f"The fabric test of lane {lane} returned no {floor.get('op')} timing.",
                        fix="run it again with -e fabric_remeasure=true; if it repeats, report it")
         elif floor.get("gbps") and headline["busbw"] < float(floor["gbps"]):
             pair_text, pair_fix = _pair_sentence(out["pairs"] or {})

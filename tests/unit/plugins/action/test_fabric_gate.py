@@ -42,7 +42,7 @@ def test_a_spark_lane_uses_nccl_nvidias_floor_and_means_rdma(tmp_path):
     assert not result.get("failed"), result.get("msg")
     assert result["run"] is True and result["spec"]["backend"] == "nccl" and result["spec"]["world"] == 8
     assert result["settings"]["floor"]["gbps"] == 21.875 and result["settings"]["wants_rdma"] is True
-    assert result["msg"].startswith("Measuring lane mistral-large4-nvfp4-8x-vllm's fabric: 8 nodes, nccl, sizes 16 MiB, "
+    assert result["msg"].startswith("Measuring the fabric of lane mistral-large4-nvfp4-8x-vllm: 8 nodes, nccl, sizes 16 MiB, "
                                     "256 MiB, 1 GiB, floor 21.875 GB/s")
     first = result["spec"]["nodes"]["spark-01"]["container"]
     assert first["devices"] == ["/dev/infiniband"] and first["env"]["NCCL_IB_DISABLE"] == "0"
