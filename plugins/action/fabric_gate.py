@@ -20,7 +20,13 @@ from typing import Any
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
-from ansible_collections.lanekit.serving.plugins.plugin_utils._fabric import _cache, _floor, _launch, _transport, _verdict
+from ansible_collections.lanekit.serving.plugins.plugin_utils._fabric import (
+    _cache,
+    _floor,
+    _launch,
+    _transport,
+    _verdict,
+)
 from ansible_collections.lanekit.serving.plugins.plugin_utils._fabric._busbw import human_bytes
 from ansible_collections.lanekit.serving.plugins.plugin_utils._fabric._probe import VERSION as PROBE_VERSION
 
@@ -40,6 +46,8 @@ ARGUMENT_SPEC = dict(
     report_file=dict(type="path"),
     prepared=dict(type="dict"),
     outputs=dict(type="dict", default={}),
+    # The hosts of this run (ansible_play_hosts_all); empty for every node of the lane.
+    play_hosts=dict(type="list", elements="str", default=[]),
 )
 
 
@@ -91,6 +99,12 @@ class ActionModule(LanekitAction):
         chosen = settings(args)
         spec = _launch.specs(plan, sizes=args["sizes"] or None, iters=args["iters"], timeout_s=args["timeout_s"],
                              port=args["port"] or None, floor=chosen["floor"])
+        outside = [host for host in spec["nodes"] if args["play_hosts"] and host not in args["play_hosts"]]
+        if outside:
+            result.update(run=False, msg=f"Fabric of lane {lane} not measured: this run is limited to some of its nodes "
+                                         f"(--limit leaves out {', '.join(sorted(outside))}), and the fabric is measured "
+                                         f"between all of them; run lanekit.serving.fabric_lane without --limit.")
+            return result
         material = _cache.material(plan, spec, PROBE_VERSION)
         key = _cache.key(material)
         path = report_path(args)

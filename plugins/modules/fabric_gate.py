@@ -74,6 +74,13 @@ options:
     description: Each node's probe container task result, by inventory host (O(step=judge) only).
     type: dict
     default: {}
+  play_hosts:
+    description:
+      - The hosts of this run (C(ansible_play_hosts_all)); a run limited to some of the lane's nodes measures
+        nothing and says so. Empty for every node of the lane.
+    type: list
+    elements: str
+    default: []
 author:
   - lanekit developers (!UNKNOWN)
 extends_documentation_fragment:

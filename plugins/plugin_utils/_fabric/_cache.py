@@ -7,9 +7,9 @@ One job: the key. A measurement stays valid for the lane while what it measured 
 the nodes (hosts, fabric addresses, order), the image (the pin every node holds: a new image may
 bring another NCCL) and the fabric environment (every NCCL_*, GLOO_*, UCX_* and *_VISIBLE_DEVICES
 variable, and the container's devices, GPU request, capabilities, limits, network and IPC mode),
-plus the probe's sizes, iterations and version (not its port: the fabric is the same). The floor is not in the key: a changed floor judges the
-stored figures again without measuring (``_verdict``), and a re-run pays for a measurement only
-when the stored one no longer passes.
+plus the probe's sizes, iterations and version (not its port: the fabric is the same). The floor
+is not in the key: a changed floor judges the stored figures again without measuring
+(``_verdict``), and a re-run pays for a measurement only when the stored one no longer passes.
 """
 from __future__ import annotations
 

@@ -60,7 +60,8 @@ def _setup(tmp_path):
                      ranks=[rank(0, "n1", "127.0.0.1", env={"GLOO_SOCKET_IFNAME": "lo"}),
                             rank(1, "n2", "127.0.0.1", role="worker", env={"GLOO_SOCKET_IFNAME": "lo"})])
     (tmp_path / "plan.json").write_text(json.dumps({"lanekit_plan": lane_plan}), encoding="utf-8")
-    (tmp_path / "hosts.ini").write_text("n1\nn2\n[all:vars]\nansible_connection=local\nansible_python_interpreter={{ ansible_playbook_python }}\n", encoding="utf-8")
+    (tmp_path / "hosts.ini").write_text("n1\nn2\n[all:vars]\nansible_connection=local\n"
+                                        "ansible_python_interpreter={{ ansible_playbook_python }}\n", encoding="utf-8")
     (tmp_path / "fabric.yml").write_text(
         "- name: Run the fabric role on two local nodes\n  hosts: all\n  gather_facts: false\n  roles:\n"
         "    - role: lanekit.serving.fabric\n", encoding="utf-8")

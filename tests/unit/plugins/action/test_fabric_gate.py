@@ -53,6 +53,14 @@ def test_off_measures_nothing_and_says_so():
     assert result["run"] is False and "Fabric gate off (fabric_gate=off)" in result["msg"]
 
 
+def test_a_run_limited_to_some_nodes_measures_nothing_and_says_so(tmp_path):
+    hosts = [f"spark-0{i}" for i in range(1, 9)]
+    limited = run({"step": "prepare", "plan": plan(), "play_hosts": hosts[:6], "report_file": str(tmp_path / "f.json")})
+    assert limited["run"] is False
+    assert "(--limit leaves out spark-07, spark-08)" in limited["msg"] and "fabric_lane without --limit" in limited["msg"]
+    assert run({"step": "prepare", "plan": plan(), "play_hosts": hosts, "report_file": str(tmp_path / "f.json")})["run"]
+
+
 def test_judge_writes_the_report_and_a_rerun_reuses_it_until_the_image_changes(tmp_path):
     report = tmp_path / "fabric.json"
     cpu = plan_cpu()
