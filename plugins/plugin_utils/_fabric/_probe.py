@@ -70,7 +70,7 @@ def nccl_lines() -> list[str]:
 
 def fabric_env() -> dict[str, str]:
     keys = ("NCCL_", "GLOO_", "UCX_", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(keys) and k not in ("NCCL_DEBUG_FILE",)}
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(keys)}
 
 
 class Probe:
@@ -82,12 +82,14 @@ class Probe:
         self.stage = "start"
         self.base = {"version": VERSION, "rank": self.rank, "world": self.world, "backend": args["backend"],
                      "hostname": socket.gethostname(), "torch": None, "nccl_version": None}
+        # The environment the lane gave the container, before the probe adds its own NCCL_DEBUG settings.
+        self.lane_env = fabric_env()
         self.torch: Any = None
         self.dist: Any = None
         self.device: Any = None
 
     def result(self, status: str, reason: str = "", **extra: Any) -> dict[str, Any]:
-        out = dict(self.base, status=status, reason=reason, stage=self.stage, env=fabric_env(), **extra)
+        out = dict(self.base, status=status, reason=reason, stage=self.stage, env=self.lane_env, **extra)
         if self.nccl:
             out["nccl_lines"] = nccl_lines()
         return out
@@ -171,6 +173,8 @@ class Probe:
             # Before NCCL starts: its INFO lines go to a file, not into the JSON on stdout.
             os.environ["NCCL_DEBUG"] = "INFO"
             os.environ["NCCL_DEBUG_FILE"] = NCCL_LOG
+            # NCCL 2.23+ logs INIT, BOOTSTRAP and ENV by default; the network and channel lines are INIT and NET.
+            os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
         self.stage = "import torch"
         try:
             import torch  # pylint: disable=import-outside-toplevel

@@ -106,3 +106,17 @@ def test_bad_arguments_are_a_result_not_a_traceback():
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     result = json.loads(proc.stdout.split(_launch.MARK, 1)[1])
     assert result["status"] == "failed" and result["reason"].startswith("bad probe arguments")
+
+
+def test_the_report_shows_the_lanes_env_not_the_probes_own_nccl_debug(tmp_path):
+    args = {"rank": 0, "world": 2, "master_addr": "127.0.0.1", "master_port": free_port(), "backend": "nccl",
+            "sizes": [4096], "iters": 1, "timeout_s": 30}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5_0",
+           "PYTHONPATH": str(tmp_path)}
+    (tmp_path / "torch.py").write_text("raise ImportError('no torch in this image')\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", _launch.probe_source(), json.dumps(args)], env=env, capture_output=True,
+                          text=True, check=False, timeout=60)
+    result = json.loads(proc.stdout.split(_launch.MARK, 1)[1])
+    assert result["status"] == "cannot_run" and "no torch in this image" in result["reason"]
+    assert result["env"] == {"NCCL_IB_HCA": "mlx5_0", "NCCL_SOCKET_IFNAME": "eth0"}
+    assert result["nccl_lines"] == []
