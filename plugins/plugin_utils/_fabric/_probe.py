@@ -126,9 +126,9 @@ class Probe:
                     gather_into(gathered, send)
                 else:
                     self.dist.all_gather(list(gathered.chunk(n)), send)
-        for _ in range(int(self.args.get("warmup", 2))):
-            self.timed(run)
-        return [self.timed(run) for _ in range(int(self.args.get("iters", 5)))]
+        warmup = int(self.args.get("warmup", 2))
+        times = [self.timed(run) for dummy in range(warmup + int(self.args.get("iters", 5)))]
+        return times[warmup:]
 
     def wants_pairs(self, timings: list[dict[str, Any]]) -> bool:
         mode = self.args.get("pairs", "auto")
@@ -187,8 +187,9 @@ class Probe:
             return self.result("cannot_run", f"torch {self.base['torch']} was built without torch.distributed")
         if self.nccl:
             if not torch.cuda.is_available():
-                return self.result("cannot_run", f"backend nccl needs a GPU, and torch {self.base['torch']} sees none "
-                                                  f"in the container (torch.cuda.is_available() is False)")
+                reason = (f"backend nccl needs a GPU, and torch {self.base['torch']} sees none in the container "
+                          f"(torch.cuda.is_available() is False)")
+                return self.result("cannot_run", reason)
             torch.cuda.set_device(0)
             self.device = torch.device("cuda", 0)
             version = getattr(getattr(torch.cuda, "nccl", None), "version", lambda: None)()
@@ -244,7 +245,6 @@ def main(argv: list[str]) -> int:
     emit(result)
     # A NCCL or gloo thread may keep the interpreter alive after a failure: leave at once.
     os._exit(0)
-    return 0  # not reached
 
 
 if __name__ == "__main__":

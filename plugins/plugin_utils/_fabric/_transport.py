@@ -39,7 +39,7 @@ _RDMA_NETS = re.compile(r"^(IB|IBext|IBext_v\d+|AWS Libfabric|OFI|Libfabric)$", 
 
 def kind(via: str) -> str:
     """rdma, socket, p2p, shm, nvls, collnet or other for one channel's ``via`` text."""
-    head, _, rest = via.partition("/")
+    head, rest = via.split("/", 1)[0], via.partition("/")[2]
     if head == "NET":
         net = rest.split("/", 1)[0]
         if net == "Socket":

@@ -115,8 +115,8 @@ def judge(lane: str, gate: str, results: list[dict[str, Any]], floor: dict[str, 
             pair_text, pair_fix = _pair_sentence(out["pairs"] or {})
             out.update(status="below_floor",
                        message=f"{where[0].upper()}{where[1:]} is below its floor: {figures}; {floor_text}. {pair_text}",
-                       fix=(pair_fix + ", then deploy again" if pair_fix else "check the fabric") +
-                           f"; or lower the floor on purpose (lanekit_fabric_floor_gbps), or {OFF_HINT}")
+                       fix=(pair_fix + ", then deploy again" if pair_fix else "check the fabric")
+                       + f"; or lower the floor on purpose (lanekit_fabric_floor_gbps), or {OFF_HINT}")
         else:
             out.update(message=f"{where[0].upper()}{where[1:]} passes: {figures}; {floor_text}; transport "
                                f"{out['transport_used'] or 'unknown'}.")

@@ -18,8 +18,8 @@ def rank(n, host, ip, role="head", env=None, devices=None):
 
 PLAN = {"lane": "L", "engine": "vllm", "hardware": "cpu_x86", "rendezvous_port": 29501,
         "hardware_profile": {"gpu_name": None, "display_name": "x86-64 CPU node"},
-        "image": {"ref": "lanekit/img:abc", "content_hash": "abc", "pin": {"ref": "lanekit/img:abc", "content_hash": "abc",
-                                                                         "rootfs": "", "config": ""}},
+        "image": {"ref": "lanekit/img:abc", "content_hash": "abc",
+                  "pin": {"ref": "lanekit/img:abc", "content_hash": "abc", "rootfs": "", "config": ""}},
         "ranks": [rank(0, "cpu-01", "10.0.0.1"), rank(1, "cpu-02", "10.0.0.2", role="worker")]}
 
 

@@ -53,7 +53,7 @@ def run_ranks(python: str, spec: dict, hosts: list[str], timeout: float = 120) -
                                              stderr=subprocess.STDOUT, text=True)))
     out = []
     for host, proc in procs:
-        text, _ = proc.communicate(timeout=timeout)
+        text = proc.communicate(timeout=timeout)[0]
         assert proc.returncode == 0, text[-2000:]
         out.append(_launch.parse_output(host, spec["nodes"][host]["probe_rank"], {"container": {"Output": text}}))
     return out
