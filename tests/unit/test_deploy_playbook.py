@@ -30,7 +30,7 @@ def phase_tasks() -> list[dict]:
 
 def test_every_phase_play_starts_by_ending_for_a_serving_lane():
     phases = [p for p in plays() if "tasks" in p and p["name"] != "Release the lane lock"]
-    assert len(phases) == 5, [p["name"] for p in phases]  # image, weights, cache, ranks, ready
+    assert len(phases) == 6, [p["name"] for p in phases]  # image, fabric, weights, cache, ranks, ready
     for play in phases:
         # Each phase is the one wrapper (issue 24), naming its role in the play's vars.
         assert [t.get("ansible.builtin.import_tasks") for t in play["tasks"]] == ["tasks/phase.yml"], play["name"]
@@ -51,6 +51,7 @@ def test_the_wrapper_imports_the_phase_role_and_releases_the_lock_when_it_fails(
 
 @pytest.mark.parametrize(("playbook", "phases"), [
     ("build_images.yml", ["image"]),
+    ("fabric_lane.yml", ["fabric"]),
     ("stage_weights.yml", ["weights", "cache"]),
 ])
 def test_the_other_playbooks_wrap_their_phases_with_the_same_file(playbook, phases):
@@ -70,7 +71,7 @@ def test_the_lock_is_released_also_when_the_phases_are_skipped():
 def test_each_phase_has_its_tag_and_the_plan_lock_and_release_always_run():
     # Issue 23: --tags ranks,ready runs those phases, still planned, locked and unlocked.
     phases = [p for p in plays() if "tasks" in p and p["name"] != "Release the lane lock"]
-    assert [p["tags"] for p in phases] == [["image"], ["weights"], ["cache"], ["ranks"], ["ready"]]
+    assert [p["tags"] for p in phases] == [["image"], ["fabric"], ["weights"], ["cache"], ["ranks"], ["ready"]]
     always = [p for p in plays() if p.get("tags") == ["always"]]
     assert [p.get("name") for p in always] == ["Check the inventory before anything else",
                                                "Plan the lane and check the nodes before anything boots",
