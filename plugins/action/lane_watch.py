@@ -125,8 +125,8 @@ class ActionModule(LanekitAction):
             "backing-off": f"Lane {plan.get('lane')} is wedged ({probe.get('reason')}) and waits before its next "
                            f"restart: {decision.reason}.",
             "gave-up": f"Lane {plan.get('lane')} is wedged ({probe.get('reason')}) and the restart budget is spent "
-                       f"({decision.reason}): left for a person; the next restart is allowed at "
-                       f"{rec.iso(state.next_at or now)}.",
+                       f"({decision.reason}): left for a person"
+                       + (f"; the next restart is allowed at {rec.iso(state.next_at)}." if state.next_at else "."),
         }[decision.outcome]
         display.display(message)
         result.update(changed=record is not None, outcome=decision.outcome, restart=decision.restart,

@@ -67,6 +67,8 @@ def budget_state(restarts: Sequence[float], now: float, budget: Budget) -> Budge
     used = len(recent)
     left = max(0, budget.max_restarts - used)
     hours = budget.window_s / 3600.0
+    if budget.max_restarts <= 0:
+        return BudgetState(False, used, 0, None, True, "the watch may not restart this lane (a budget of 0 restarts)")
     if used >= budget.max_restarts:
         frees = recent[used - budget.max_restarts] + budget.window_s
         return BudgetState(False, used, 0, frees, True,

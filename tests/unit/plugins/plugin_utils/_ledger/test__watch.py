@@ -39,6 +39,12 @@ def test_a_spent_budget_frees_a_restart_when_the_oldest_leaves_the_window():
     assert (later.allowed, later.used) == (True, 2)
 
 
+def test_a_budget_of_no_restarts_is_spent_from_the_start():
+    state = watch.budget_state([], T0, watch.Budget(max_restarts=0))
+    assert (state.allowed, state.exhausted, state.next_at) == (False, True, None)
+    assert watch.decide(False, [], state).outcome == "gave-up"
+
+
 def test_only_the_watchs_restarts_count():
     records = [rec.new_record("watch", "restarted", PLAN, None, T0),
                rec.new_record("deploy", "ready", PLAN, None, T0 + 10),
