@@ -109,7 +109,8 @@ class ActionModule(LanekitAction):
         record = store.append(reports_dir, build(args, store.previous_plan(reports_dir), time.time()), args["plan"])
         line = table.render_text([record])[-1]
         display.display(f"ledger {store.ledger_path(reports_dir)}: {line}")
-        pngs, problem = [], ""
+        pngs: list[str] = []
+        problem = ""
         if args["charts"] and record.event == "deploy" and record.outcome != "serving":
             records, _skipped = store.read(reports_dir)
             pngs, problem = charts.draw_ledger(reports_dir, records[-1:], args["python"], only_missing=False)

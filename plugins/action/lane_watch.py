@@ -110,8 +110,8 @@ class ActionModule(LanekitAction):
         decision = watch.decide(healthy, found, state)
         record = None
         if watch.worth_recording(records, decision.outcome):
-            first = (watch.unfixable(found) or found or [None])[0]
-            cause = rec.cause_of({"signatures": [first]} if first else {"msg": str(probe.get("reason") or "wedged")})
+            first = (watch.unfixable(found) or found)[:1]
+            cause = rec.cause_of({"signatures": first} if first else {"msg": str(probe.get("reason") or "wedged")})
             note = decision.reason + (f"; next restart allowed at {rec.iso(state.next_at)}" if state.next_at else "")
             record = store.append(plan["reports_dir"], rec.new_record(
                 "watch", decision.outcome, plan, store.previous_plan(plan["reports_dir"]), now,

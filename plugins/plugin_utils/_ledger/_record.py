@@ -28,7 +28,7 @@ EVENTS = ("deploy", "teardown", "bench", "watch")
 # The deploy's phases in their order (playbooks/tasks/phase.yml marks when each begins).
 PHASES = ("image", "weights", "cache", "ranks", "ready")
 # Outcomes that end a boot well; anything else is a row a person reads first.
-GOOD = ("ready", "serving", "stopped", "removed", "valid", "healthy", "healed", "restarted")
+GOOD = ("ready", "serving", "done", "stopped", "removed", "valid", "healthy", "healed", "restarted")
 
 
 def iso(epoch: float) -> str:
@@ -181,7 +181,7 @@ def plan_parts(plan: Mapping[str, Any]) -> dict[str, Any]:
     """The plan's facts every record carries: engine, plan hash, the image per node, the weights."""
     weights = plan.get("weights") or {}
     image = plan.get("image") or {}
-    images = {}
+    images: dict[str, str] = {}
     for spec in plan.get("ranks") or []:
         if isinstance(spec, Mapping) and spec.get("host"):
             images.setdefault(str(spec["host"]), str(spec.get("image") or image.get("ref") or ""))
@@ -289,7 +289,8 @@ def deploy_record(plan: Mapping[str, Any], previous_plan: Mapping[str, Any] | No
     elif serving and not wait:
         outcome = "serving"
     else:
-        outcome = "ready" if wait.get("status") == "ready" or not wait else str(wait.get("status"))
+        # No ready wait: the run's tags left the ready phase out (--tags image,weights).
+        outcome = str(wait.get("status")) if wait else "done"
     cause = cause_of(failure, failed_task) if outcome == "failed" else None
     culprits = list(wait.get("culprits") or (cause.ranks if cause else []))
     boot_s = wait.get("boot_s")

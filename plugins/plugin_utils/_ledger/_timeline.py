@@ -53,8 +53,9 @@ def boot_chart(record: LedgerRecord) -> dict[str, Any]:
             lane_starts[phase] = t
             t += record.phases[phase]
     end = t if record.phases else max([r.end_s or 0.0 for r in record.ranks] + [0.0])
-    rows = [{"label": "deploy", "bars": _segments(lane_starts, end, PHASES), "failed_at": None, "stopped_at": None}
-            ] if lane_starts else []
+    rows: list[dict[str, Any]] = [
+        {"label": "deploy", "bars": _segments(lane_starts, end, PHASES), "failed_at": None, "stopped_at": None}
+    ] if lane_starts else []
     blamed = any(r.failed for r in record.ranks)
     for rank in record.ranks:
         if rank.start_s is not None:

@@ -96,9 +96,11 @@ def test_a_phase_that_failed_without_signatures_keeps_its_task_and_first_line():
     assert record.cause == rec.Cause(title="image: Prove the image runs: docker load returned 1")
 
 
-def test_an_already_serving_deploy_ran_no_phase():
+def test_an_already_serving_deploy_ran_no_phase_and_one_without_the_ready_phase_is_done():
     record = rec.deploy_record(_plan(), None, NOW, serving=True)
     assert (record.outcome, record.phases, record.ranks) == ("serving", {}, [])
+    tagged = rec.deploy_record(_plan(), None, NOW, marks={"image": rec.iso(NOW - 60)})
+    assert (tagged.outcome, tagged.phases) == ("done", {"image": 60.0})
 
 
 def test_a_record_of_an_unknown_event_is_refused():
