@@ -74,7 +74,7 @@ def test_three_deploys_one_failing_are_a_three_row_ledger_with_their_causes(vllm
     assert three[2]["outcome"] == "ready" and three[2]["cause"] is None
     assert three[2]["changed_keys"] == three[1]["changed_keys"]  # the fault taken out again
     assert set(three[2]["phases"]) >= {"ranks", "ready"} and len(three[2]["ranks"]) == 8
-    assert [b for b in (r["boot"] for r in three)] == [three[0]["boot"] + i for i in range(3)]
+    assert [r["boot"] for r in three] == [three[0]["boot"] + i for i in range(3)]
 
     table = tmp_path / "ledger.txt"
     shown = run_playbook("ledger_lane.yml", extra=["-e", "ledger_last=3", "-e", f"ledger_file={table}"])
@@ -95,8 +95,8 @@ def test_a_wedge_is_found_within_two_probes_and_healed_by_one_restart(vllm_servi
     wedge()
     try:
         # A window of a minute: restarts of earlier runs of this scenario do not count against it.
-        proc = run_playbook("watch_lane.yml", extra=FAST_WATCH + ["-e", "watch_max_restarts=1",
-                                                                 "-e", "watch_window_s=60"], timeout=1500)
+        budget = ["-e", "watch_max_restarts=1", "-e", "watch_window_s=60"]
+        proc = run_playbook("watch_lane.yml", extra=FAST_WATCH + budget, timeout=1500)
     finally:
         unwedge()
     record_timing("watch_lane healing a wedge", proc.seconds)

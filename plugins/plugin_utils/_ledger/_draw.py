@@ -19,9 +19,9 @@ def _boot(ax: Any, chart: dict[str, Any]) -> list[str]:
     rows = chart["rows"]
     drawn = []
     for y, row in enumerate(rows):
-        for bar in row["bars"]:
-            width = max(bar["end"] - bar["start"], 0.3)
-            ax.barh(y, width, left=bar["start"], height=0.6, color=chart["colors"].get(bar["phase"], "#999999"),
+        for segment in row["bars"]:
+            width = max(segment["end"] - segment["start"], 0.3)
+            ax.barh(y, width, left=segment["start"], height=0.6, color=chart["colors"].get(segment["phase"], "#999999"),
                     edgecolor="white", linewidth=0.5)
         if row.get("failed_at") is not None:
             ax.plot([row["failed_at"]], [y], marker="X", markersize=12, color="#d62728", zorder=5)

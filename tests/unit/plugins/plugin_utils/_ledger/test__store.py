@@ -59,7 +59,7 @@ def test_a_killed_appender_leaves_whole_lines_only(tmp_path):
             store.append({str(tmp_path)!r}, rec.new_record("deploy", "ready", {PLAN!r}, None, 1.0 + i, note="x" * 2000))
     """)
     env = dict(os.environ, PYTHONPATH=sys.modules["tests.conftest"].COLLECTIONS)
-    procs = [subprocess.Popen([sys.executable, "-c", script], env=env) for _ in range(3)]
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env) for _unused in range(3)]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(store.parse((tmp_path / "ledger.jsonl").read_bytes()
                                                           if (tmp_path / "ledger.jsonl").exists() else b"")[0]) < 20:
