@@ -113,7 +113,13 @@ class ActionModule(LanekitAction):
         if stored and stored.get("key") == key and not args["remeasure"]:
             again = _verdict.judge(str(lane), args["gate"], stored.get("results") or [], chosen["floor"],
                                    wants_rdma=chosen["wants_rdma"], env=chosen["env"])
-            if again["status"] == "pass":
+            if _cache.reusable(stored.get("results") or [], again["status"]):
+                if again["blocking"]:
+                    # Held, and still refused under this gate (a stored cannot_run with fabric_gate=strict).
+                    result.update(failed=True, run=False, status=again["status"], report_file=path,
+                                  msg="\n".join(_verdict.lines(again) + [f"report: {path} (measured "
+                                                                          f"{stored.get('measured_at')})"]))
+                    return result
                 result.update(run=False, verdict=again,
                               msg=f"Fabric of lane {lane}: the measurement of {stored.get('measured_at')} still holds (same "
                                   f"nodes, image and fabric env; -e fabric_remeasure=true measures again). {again['message']}")

@@ -34,6 +34,9 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rankstatus 
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rendezvous import Rendezvous
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._report import render_table
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._tracker import BootConfig, LaneTracker
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _charts as ledger_charts
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _store as ledger_store
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._table import status_line
 
 display = Display()
 
@@ -89,6 +92,16 @@ class ActionModule(LanekitAction):
         return worker.status(result)
 
 
+def ledger_link(reports_dir: str | None) -> str:
+    """The line under the table naming the lane's ledger and its last deploy's timeline ('' without a ledger)."""
+    if not reports_dir:
+        return ""
+    records, _skipped = ledger_store.read(reports_dir)
+    deploys = [r for r in records if r.event == "deploy" and r.outcome != "serving"]
+    png = ledger_charts.boot_png(reports_dir, deploys[-1].boot) if deploys else ""
+    return status_line(records, ledger_store.ledger_path(reports_dir), png if png and os.path.exists(png) else "")
+
+
 class StatusWorker(LaneWorker):
     """One worker's part of a status: report its ranks; the coordinator prints verdict and table."""
 
@@ -125,6 +138,10 @@ class StatusWorker(LaneWorker):
         table = render_table(inferred, self.lane)
         verdict = _verdict.decide(self.lane, self.engine, inferred, self.output.get("inventory") or "")
         doc = _verdict.document(verdict, inferred, table)
+        ledger = ledger_link(self.plan.get("reports_dir"))
+        if ledger:
+            table = table + [ledger]
+            doc["ledger"] = ledger
         if self.output.get("format") == "json":
             text = json.dumps(doc, indent=2, sort_keys=True)
             if self.output.get("file"):

@@ -223,6 +223,9 @@ class Waiter(LaneWorker):
     def conclude(self, verdict: Verdict, statuses: dict[int, RankStatus], tracker: LaneTracker, result: dict,
                  started: float) -> dict:
         ranks = [statuses[k].to_dict() for k in sorted(statuses)]
+        # When the last poll was read (controller clock): places each rank's boot on the deploy's
+        # clock in the ledger's timeline (the ranks' ages are from that poll).
+        result["ended_at"] = time.time()
         if verdict.status == READY:
             self.rdv.put_verdict({"status": "ready"})
             head = next((s for s in statuses.values() if s.is_head), None)

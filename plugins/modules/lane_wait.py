@@ -173,6 +173,10 @@ status_line:
   description: The last status line.
   returned: when failed
   type: str
+ended_at:
+  description: When the coordinator read the last poll (controller clock, epoch seconds); the ledger places each rank's boot by it.
+  returned: coordinator
+  type: float
 history:
   description: The last status lines.
   returned: wait mode

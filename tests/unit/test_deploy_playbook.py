@@ -42,11 +42,22 @@ def test_every_phase_play_starts_by_ending_for_a_serving_lane():
 
 
 def test_the_wrapper_imports_the_phase_role_and_releases_the_lock_when_it_fails():
-    run = phase_tasks()[1]
+    run = next(t for t in phase_tasks() if "block" in t)
     assert run["block"][0]["ansible.builtin.import_role"]["name"] == "lanekit.serving.{{ lanekit_phase }}"
-    release = run["rescue"][0]
+    # Issue 26: the failed deploy becomes a ledger line first (unlock.yml ends the failed host's run).
+    ledger, release = run["rescue"][0], run["rescue"][1]
+    assert ledger["lanekit.serving.lane_ledger"]["mode"] == "append" and "lanekit_ledger_event is defined" in ledger["when"]
     assert release["ansible.builtin.include_role"]["tasks_from"] == "unlock.yml"
     assert release["vars"] == {"preflight_unlock_after_failure": True}
+
+
+def test_each_phase_marks_its_begin_for_the_ledger_after_the_skip():
+    mark = phase_tasks()[1]
+    assert "lanekit_phase_marks" in mark["ansible.builtin.set_fact"] and "when" not in mark
+    deploy = [p for p in plays() if "tasks" in p and p["name"] != "Release the lane lock"]
+    assert all(p["vars"]["lanekit_ledger_event"] == "deploy" for p in deploy)
+    release = next(p for p in plays() if p.get("name") == "Release the lane lock")
+    assert release["tasks"][-1]["lanekit.serving.lane_ledger"]["event"] == "deploy"
 
 
 @pytest.mark.parametrize(("playbook", "phases"), [

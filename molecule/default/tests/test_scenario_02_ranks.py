@@ -21,8 +21,9 @@ G1_LINE = "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'"
 
 
 def newest_bundle(since: float) -> str | None:
+    # A bundle holds the wait's verdict (the ledger's timeline/ and the bench's runs are folders there too).
     bundles = [d for d in glob.glob(os.path.join(ROOT, "reports", LANE, "*")) if os.path.isdir(d)
-               and os.path.getmtime(d) >= since]
+               and os.path.getmtime(d) >= since and os.path.isfile(os.path.join(d, "verdict.json"))]
     return max(bundles, key=os.path.getmtime) if bundles else None
 
 

@@ -67,6 +67,8 @@ class RankStatus:
     last_line: str = ""
     last_line_age_s: float | None = None
     events_age_s: dict[str, float | None] = field(default_factory=dict)
+    # When the log first showed each boot phase (age, node clock): the ledger's per-rank milestones.
+    phases_age_s: dict[str, float | None] = field(default_factory=dict)
     phase_age_s: float | None = None
     load_elapsed_s: float | None = None
     # the node's memory (on unified memory, what the GPU gets)
@@ -226,6 +228,7 @@ def build(
     status.last_line = log.last_line
     status.last_line_age_s = _age(node_now, log.last_line_at)
     status.events_age_s = {k: _age(node_now, v) for k, v in log.events.items() if not k.startswith("phase:")}
+    status.phases_age_s = {k[6:]: _age(node_now, v) for k, v in log.events.items() if k.startswith("phase:")}
     status.phase_age_s = _age(node_now, log.events.get("phase:" + log.phase))
     begin = log.events.get("load_begin")
     if begin is not None:

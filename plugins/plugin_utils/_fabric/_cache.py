@@ -44,6 +44,22 @@ def material(plan: dict[str, Any], spec: dict[str, Any], probe_version: int) -> 
             "nodes": nodes, "sizes": spec["sizes"], "iters": spec["iters"]}
 
 
+# Reasons a probe cannot run that belong to the image itself (its torch), which the key pins: such a
+# result holds as long as the key does, so a lane whose image has no torch (a stand-in, a trimmed image)
+# is told so once, not re-probed on every deploy. A missing GPU or a failed rendezvous is measured again.
+IMAGE_REASONS = ("the image has no usable torch", "was built without torch.distributed")
+
+
+def reusable(results: list[dict[str, Any]], status: str) -> bool:
+    """Whether a stored result with the same key still holds without measuring: a pass, or a cannot_run
+    that every node owes to the image."""
+    if status == "pass":
+        return True
+    return status == "cannot_run" and bool(results) and all(
+        r.get("status") == "cannot_run" and any(reason in str(r.get("reason") or "") for reason in IMAGE_REASONS)
+        for r in results)
+
+
 def key(material_: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(material_, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 

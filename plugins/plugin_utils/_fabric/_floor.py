@@ -19,6 +19,12 @@ runs one rank per node, as NVIDIA's DGX Spark cluster check does), with where it
   what nccl-tests measures on your cluster: ``lanekit_fabric_floor_gbps`` in the inventory.
 - CPU nodes (gloo over TCP): an ESTIMATE for 10 GbE (1.25 GB/s line rate, gloo reaching about
   40% of it over one TCP stream): 0.5.
+- TPU, Intel XPU and Ascend nodes: the probe measures their host network with gloo (_launch), so
+  their floor is an ESTIMATE of gloo over one TCP stream (40%) on the host NIC their vendors' systems
+  carry: 100 Gb/s (TPU hosts' data-centre network, Arc Pro and Ascend servers' Ethernet).
+- Workstation and PCIe NVIDIA profiles (RTX, RTX PRO, DGX Station): ESTIMATES from the NIC such a
+  node most often has (100 GbE; ConnectX-7 on RTX PRO 6000 8-GPU servers; the DGX Station's
+  ConnectX-8 SuperNIC).
 """
 from __future__ import annotations
 
@@ -33,6 +39,11 @@ _SPARK_SOURCE = ("NVIDIA dgx-spark-playbooks spark_cluster_setup.py: all_gather_
 def _nic(gbit: int, nic: str) -> dict[str, Any]:
     return {"op": "all_gather", "gbps": round(gbit / 8 * 0.6, 3), "estimated": True,
             "source": f"estimate: 60% of one {nic} ({gbit} Gb/s = {gbit / 8:g} GB/s line rate) per node"}
+
+
+def _gloo(gbit: int, nic: str) -> dict[str, Any]:
+    return {"op": "all_gather", "gbps": round(gbit / 8 * 0.4, 3), "estimated": True,
+            "source": f"estimate: gloo over one TCP stream at about 40% of one {nic} ({gbit} Gb/s = {gbit / 8:g} GB/s)"}
 
 
 FLOORS: dict[str, dict[str, Any]] = {
@@ -52,6 +63,22 @@ FLOORS: dict[str, dict[str, Any]] = {
     "mi355x": _nic(400, "400 Gb/s NIC (Pollara 400 / ConnectX-7)"),
     "cpu_x86": {"op": "all_gather", "gbps": 0.5, "estimated": True,
                 "source": "estimate: 10 GbE (1.25 GB/s line rate), gloo over one TCP stream at about 40%"},
+    "xeon5": _gloo(25, "25 GbE"),
+    "xeon6": _gloo(25, "25 GbE"),
+    "trillium": _gloo(100, "TPU host data-centre network link"),
+    "ironwood": _gloo(100, "TPU host data-centre network link"),
+    "arc_pro_b60": _gloo(100, "100 GbE NIC"),
+    "arc_pro_b70": _gloo(100, "100 GbE NIC"),
+    "ascend_950pr": _gloo(100, "100 GbE NIC"),
+    "dgx_station_gb300": _nic(800, "ConnectX-8 SuperNIC"),
+    "rtx_pro_6000_8x": _nic(400, "ConnectX-7"),
+    "rtx_pro_6000": _nic(100, "100 GbE NIC"),
+    "rtx_pro_6000_2x": _nic(100, "100 GbE NIC"),
+    "rtx_pro_5000": _nic(100, "100 GbE NIC"),
+    "rtx_pro_5000_4x": _nic(100, "100 GbE NIC"),
+    "rtx_5090": _nic(100, "100 GbE NIC"),
+    "rtx_5090_2x": _nic(100, "100 GbE NIC"),
+    "rtx_4090_2x": _nic(100, "100 GbE NIC"),
 }
 
 

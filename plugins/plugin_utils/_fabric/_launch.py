@@ -36,9 +36,19 @@ def probe_source() -> str:
         return handle.read()
 
 
+# Accelerators whose collectives are not NCCL/RCCL (TPU: XLA over ICI/DCN, Intel XPU: oneCCL, Ascend:
+# HCCL): the probe's torch.distributed measures their nodes' host network with gloo, which is the
+# link the lane's ranks rendezvous over; their device fabric is not measured (docs/fabric.md).
+HOST_NETWORK_KINDS = ("tpu", "xpu", "npu", "cpu")
+
+
 def backend(plan: dict[str, Any]) -> str:
-    """nccl on GPU nodes (RCCL answers to the same name in ROCm's torch), gloo where the lane's hardware is CPU."""
-    return "nccl" if (plan.get("hardware_profile") or {}).get("gpu_name") else "gloo"
+    """nccl on NVIDIA and AMD GPU nodes (RCCL answers to the same name in ROCm's torch), gloo on CPU nodes and
+    on accelerators with their own collectives library (HOST_NETWORK_KINDS)."""
+    profile = plan.get("hardware_profile") or {}
+    if (profile.get("recognition") or {}).get("kind") in HOST_NETWORK_KINDS:
+        return "gloo"
+    return "nccl" if profile.get("gpu_name") else "gloo"
 
 
 def nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:

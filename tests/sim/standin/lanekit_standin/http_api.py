@@ -12,11 +12,34 @@ import inspect
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from . import STANDIN_LABEL
+
+# The run-time wedge switch (STANDIN_WEDGE_FILE): while this file exists, inference requests hang
+# with the API up (/health 200, /v1/models listed), as a wedged engine's do. A process that starts
+# removes a wedge left from before (a restart heals a wedge) unless the file says "persist".
+DEFAULT_WEDGE_FILE = "/tmp/lanekit-standin.wedge"
+WEDGE_POLL_S = 0.2
+
+
+def wedge_file() -> str:
+    return os.environ.get("STANDIN_WEDGE_FILE") or DEFAULT_WEDGE_FILE
+
+
+def clear_stale_wedge(path: str) -> bool:
+    """At start: remove a wedge file that does not say 'persist'; True if one was removed."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read().strip() == "persist":
+                return False
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
 
 
 class ApiState:
@@ -42,6 +65,9 @@ class ApiState:
         self.lock = threading.Lock()
         self.counters = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "errors": 0}
         self.hang_event = threading.Event()
+        self.wedge_file = wedge_file()
+        self.wedge_noted = False
+        clear_stale_wedge(self.wedge_file)
         # vLLM: set when the engine lost a rank while idle (real 0.32.0 notices it at the next request):
         # called to print the engine's failure lines; after_failure then ends the process.
         self.engine_failure = None
@@ -485,6 +511,16 @@ def handler_for(state: ApiState, worker_health_only: bool = False):
         def _maybe_hang(self):
             if state.hang_requests:
                 state.hang_event.wait()  # never set: the engine stopped making progress
+            # The run-time wedge: the request waits while the file exists (removing it un-wedges).
+            noted = False
+            while os.path.exists(state.wedge_file):
+                if not noted and not state.wedge_noted:
+                    state.wedge_noted = noted = True
+                    print(f"[lanekit stand-in] wedged by {state.wedge_file}: inference requests hang, the API "
+                          "stays up", file=sys.stderr, flush=True)
+                time.sleep(WEDGE_POLL_S)
+            if noted:
+                state.wedge_noted = False
 
         def _count(self, prompt, completion):
             with state.lock:

@@ -102,3 +102,29 @@ def test_strict_fails_with_the_verdict_and_warn_goes_on(tmp_path):
     # a node that did not report is named, never passed over
     missing = run({"step": "judge", "plan": cpu, "prepared": prepared, "outputs": {hosts[0]: output(0, 0.01)}})
     assert missing["failed"] is True and f"{hosts[1]}: {hosts[1]} did not report" in missing["msg"]
+
+
+def no_torch(rank):
+    result = {"rank": rank, "world": 2, "status": "cannot_run", "torch": None,
+              "reason": "the image has no usable torch (ModuleNotFoundError: No module named 'torch')"}
+    return {"container": {"Output": MARK + json.dumps(result) + "\n"}}
+
+
+def test_an_image_without_torch_is_told_once_and_a_strict_gate_still_refuses_the_held_result(tmp_path):
+    cpu = plan_cpu()
+    base = {"plan": cpu, "report_file": str(tmp_path / "fabric.json"), "gate": "warn"}
+    prepared = run({"step": "prepare", **base})
+    hosts = sorted(prepared["spec"]["nodes"])
+    judged = run({"step": "judge", "plan": cpu, "prepared": prepared,
+                  "outputs": {hosts[0]: no_torch(0), hosts[1]: no_torch(1)}})
+    assert not judged.get("failed") and judged["verdict"]["status"] == "cannot_run"
+    # The same image: the reason is the image's own, so the next deploy does not start probes again ...
+    again = run({"step": "prepare", **base})
+    assert again["run"] is False and again["verdict"]["status"] == "cannot_run" and "still holds" in again["msg"]
+    # ... and a strict gate refuses the held result as it refused the measured one.
+    strict = run({"step": "prepare", **base, "gate": "strict"})
+    assert strict["failed"] is True and strict["run"] is False and "cannot run" in strict["msg"]
+    # A new image is probed again.
+    moved = copy.deepcopy(cpu)
+    moved["image"]["pin"]["ref"] = "lanekit/other:123"
+    assert run({"step": "prepare", **base, "plan": moved})["run"] is True

@@ -12,6 +12,8 @@ from ansible_collections.lanekit.serving.plugins.action import lane_status as ls
 from ansible_collections.lanekit.serving.plugins.modules import lane_status as doc
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _lane_poll as poll
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rendezvous import Rendezvous
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _record as rec
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _store as store
 from tests.unit.helpers.lane_fakes import TWO_NODES, FakeAction, action_module, container
 from tests.unit.helpers.ranklogs import fixture_lines, lines_until
 
@@ -133,3 +135,15 @@ def test_a_node_that_cannot_be_reached_is_named_unreachable_with_the_connections
                                 "Error response from daemon: container 1f2e is not running")
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("r1 "))
     assert row.split()[3] == "unreachable"
+
+
+def test_the_status_links_the_ledger_and_the_last_deploys_timeline(tmp_path):
+    # Issue 26: under the table, the ledger's last record and the PNG of the last deploy's boot.
+    assert ls.ledger_link(str(tmp_path)) == "" and ls.ledger_link(None) == ""
+    the_plan = {"lane": "l", "plan_hash": "a" * 64, "ranks": []}
+    store.append(str(tmp_path), rec.new_record("deploy", "ready", the_plan, None, 1_796_000_000.0, boot_s=60.0))
+    line = ls.ledger_link(str(tmp_path))
+    assert line == f"ledger {tmp_path}/ledger.jsonl: 1 records, last #1 deploy ready in 1m00s at 2026-11-30T00:53:20Z"
+    (tmp_path / "timeline").mkdir()
+    (tmp_path / "timeline" / "boot-0001.png").write_bytes(b"png")
+    assert ls.ledger_link(str(tmp_path)).endswith(f"; timeline {tmp_path}/timeline/boot-0001.png")

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._lane._hardware import PROFILES
 from ansible_collections.lanekit.serving.plugins.plugin_utils._fabric import _launch
 from tests.unit.plugins.plugin_utils._fabric.helpers_plan import plan, rank
 
@@ -60,3 +61,10 @@ def test_outputs_are_parsed_or_explained():
     assert no_python["status"] == "cannot_run" and "no python3" in no_python["reason"]
     silent = _launch.parse_output("cpu-02", 1, {"failed": True, "msg": "Segmentation fault"})
     assert silent["status"] == "failed" and "Segmentation fault" in silent["reason"]
+
+
+def test_accelerators_with_their_own_collectives_measure_the_host_network_with_gloo():
+    for name in ("trillium", "ironwood", "arc_pro_b60", "ascend_950pr", "xeon6", "cpu_x86"):
+        assert _launch.backend({"hardware_profile": PROFILES[name]}) == "gloo", name
+    for name in ("dgx_spark_gb10", "h100", "rtx_pro_6000", "mi300x"):
+        assert _launch.backend({"hardware_profile": PROFILES[name]}) == "nccl", name

@@ -1,0 +1,1 @@
+"""The lane's ledger: one record per deploy, failure, restart, teardown and bench, its table, timelines and the watch."""

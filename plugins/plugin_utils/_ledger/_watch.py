@@ -1,0 +1,195 @@
+# Copyright: lanekit developers
+# Apache-2.0
+# Note that this plugin util is **PRIVATE** to the collection. It can have breaking changes at any time.
+"""The watch's decisions: is the lane wedged, may it be restarted now, and what goes into the ledger.
+
+One job: decide, from the streamed probes, the floors the lane's own figures set, the failure
+signatures on its ranks and the restarts the ledger already holds. A lane whose API answers but
+whose tokens stop (a wedge) is restarted in the engine's order within a budget (by default 3
+restarts in 6 hours, each one after a back-off that doubles); a cause a restart cannot fix (the
+KV budget, a missing kernel: a known signature whose fix is a change of the lane) is reported and
+not restarted; a spent budget is reported once and the lane is left for a person.
+
+Pure: no I/O, no Ansible imports; the clock is passed in.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import RankLog
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._record import LedgerRecord
+
+# Signatures whose fix is a change of the lane, the image or the node: a restart boots into the same wall.
+RESTART_CANNOT_FIX = frozenset({
+    "kv_budget_refused", "kv_budget_refused_cpu", "sglang_kv_pool_too_small", "memory_unbalanced",
+    "tokenizer_needs_mistral_mode", "unknown_engine_flag", "image_missing", "image_wrong_arch",
+    "image_not_unpacked", "entrypoint_not_found", "ulimit_refused", "shm_too_small",
+    "trtllm_fmha_unsupported_arch", "flashinfer_sparse_mla_refused", "fusedmoe_g1_scale_c",
+    "python_headers_missing", "inductor_cpp_compile_failed", "router_bad_argument",
+})
+# The watch's outcomes: healthy and healed end well (exit 0); the others fail the run (exit 2).
+OUTCOMES = ("healthy", "probe-failed", "restarted", "healed", "restart-failed", "not-restartable", "backing-off",
+            "gave-up")
+WELL = ("healthy", "healed")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """At most ``max_restarts`` in any ``window_s``; after a restart the next waits ``backoff_s`` x 2^(n-1)."""
+
+    max_restarts: int = 3
+    window_s: float = 6 * 3600.0
+    backoff_s: float = 300.0
+
+
+@dataclass
+class BudgetState:
+    allowed: bool
+    used: int
+    left: int
+    # When the next restart is allowed (epoch), None when one is allowed now.
+    next_at: float | None = None
+    exhausted: bool = False
+    reason: str = ""
+
+
+def restart_times(records: Sequence[LedgerRecord]) -> list[float]:
+    """The epochs of the watch's restarts in the ledger (a deploy is not counted: a person did it)."""
+    return [r.epoch for r in records if r.event == "watch" and r.outcome == "restarted"]
+
+
+def budget_state(restarts: Sequence[float], now: float, budget: Budget) -> BudgetState:
+    """Whether a restart is allowed at ``now`` after the ``restarts`` (epochs) already made."""
+    recent = sorted(t for t in restarts if 0 <= now - t < budget.window_s)
+    used = len(recent)
+    left = max(0, budget.max_restarts - used)
+    hours = budget.window_s / 3600.0
+    if budget.max_restarts <= 0:
+        return BudgetState(False, used, 0, None, True, "the watch may not restart this lane (a budget of 0 restarts)")
+    if used >= budget.max_restarts:
+        frees = recent[used - budget.max_restarts] + budget.window_s
+        return BudgetState(False, used, 0, frees, True,
+                           f"{used} restarts in the last {hours:g} h, the budget is {budget.max_restarts}")
+    if recent:
+        wait = budget.backoff_s * 2 ** (used - 1)
+        next_at = recent[-1] + wait
+        if now < next_at:
+            return BudgetState(False, used, left, next_at, False,
+                               f"back-off: restart {used + 1} waits {wait:g} s after restart {used} "
+                               f"({next_at - now:.0f} s to go)")
+    return BudgetState(True, used, left, None, False, f"restart {used + 1} of {budget.max_restarts} in {hours:g} h")
+
+
+@dataclass
+class Floors:
+    """What a healthy probe must do: a first token within ``ttft_max_s``, at least ``tps_min`` tokens/s."""
+
+    ttft_max_s: float
+    tps_min: float | None
+    source: str
+
+
+def floors(records: Sequence[LedgerRecord], ttft_factor: float = 10.0, ttft_min_s: float = 5.0,
+           tps_fraction: float = 0.1, ttft_max_s: float | None = None, tps_min: float | None = None) -> Floors:
+    """The floors from the lane's own figures: its last ready probe's first token and its last bench's decode rate.
+
+    The time to first token may be ``ttft_factor`` times the ready probe's (never under
+    ``ttft_min_s``); the rate must reach ``tps_fraction`` of the bench's single-stream decode rate.
+    Given values win.
+    """
+    sources = []
+    if ttft_max_s is None:
+        ready = [r for r in records if r.event in ("deploy", "watch") and (r.probe or {}).get("ttft_s") is not None
+                 and r.outcome in ("ready", "healed")]
+        if ready:
+            ttft = float(ready[-1].probe["ttft_s"])  # type: ignore[index]
+            ttft_max_s = max(ttft_min_s, round(ttft * ttft_factor, 2))
+            sources.append(f"first token {ttft:g} s at record {ready[-1].boot} x {ttft_factor:g}")
+        else:
+            ttft_max_s = max(ttft_min_s, 30.0)
+            sources.append("no ready probe in the ledger: first token within 30 s")
+    else:
+        sources.append("first token floor given")
+    if tps_min is None:
+        benches = [r for r in records if r.event == "bench" and (r.bench or {}).get("tg_tps")
+                   and (r.bench or {}).get("valid", True)]
+        if benches:
+            rate = float(benches[-1].bench["tg_tps"])  # type: ignore[index]
+            tps_min = round(rate * tps_fraction, 3)
+            sources.append(f"decode {rate:g} tok/s at bench record {benches[-1].boot} x {tps_fraction:g}")
+    else:
+        sources.append("tokens/s floor given")
+    return Floors(float(ttft_max_s), tps_min, "; ".join(sources))
+
+
+def judge(probe: Mapping[str, Any], floor: Floors) -> tuple[bool, str]:
+    """(healthy, why not) of one streamed probe (``ok``, ``ttft_s``, ``tps``, ``error``)."""
+    if not probe.get("ok"):
+        return False, str(probe.get("error") or "the streamed completion did not finish")
+    ttft = probe.get("ttft_s")
+    if ttft is None or float(ttft) > floor.ttft_max_s:
+        return False, f"first token after {ttft} s, the floor is {floor.ttft_max_s:g} s ({floor.source})"
+    tps = probe.get("tps")
+    if floor.tps_min is not None and tps is not None and float(tps) < floor.tps_min:
+        return False, f"{float(tps):.2f} tokens/s, the floor is {floor.tps_min:g} ({floor.source})"
+    return True, ""
+
+
+@dataclass
+class Decision:
+    outcome: str
+    restart: bool = False
+    reason: str = ""
+    signatures: list[str] = field(default_factory=list)
+    budget: BudgetState | None = None
+
+
+def unfixable(signatures: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The signatures on the lane's ranks that a restart cannot fix."""
+    return [s for s in signatures if s.get("id") in RESTART_CANNOT_FIX]
+
+
+def decide(healthy: bool, signatures: Sequence[Mapping[str, Any]], state: BudgetState) -> Decision:
+    """After the probes: healthy; restart; or report (a cause a restart cannot fix, a back-off, a spent budget)."""
+    if healthy:
+        return Decision("healthy")
+    ids = [str(s.get("id")) for s in signatures]
+    blocked = unfixable(signatures)
+    if blocked:
+        first = blocked[0]
+        return Decision("not-restartable", reason=f"{first.get('id')}: {first.get('title')}; a restart boots into "
+                                                  f"the same failure; fix: {first.get('fix')}", signatures=ids)
+    if not state.allowed:
+        return Decision("gave-up" if state.exhausted else "backing-off", reason=state.reason, signatures=ids,
+                        budget=state)
+    return Decision("restarted", restart=True, reason=state.reason, signatures=ids, budget=state)
+
+
+def worth_recording(records: Sequence[LedgerRecord], outcome: str) -> bool:
+    """Whether this outcome goes into the ledger: a timer repeats a verdict, the ledger keeps it once.
+
+    A healthy probe is not recorded; a give-up or a back-off is recorded when the watch's
+    previous record said something else (a restart, a heal, a deploy since resets it).
+    """
+    if outcome == "healthy":
+        return False
+    if outcome not in ("gave-up", "backing-off", "not-restartable"):
+        return True
+    last = records[-1] if records else None
+    return last is None or last.event != "watch" or last.outcome != outcome
+
+
+def signatures_of(nodes: Sequence[Any], engine: str | None) -> list[dict[str, Any]]:
+    """The known failure signatures in the rank logs the nodes returned (``rank_status`` results), roots first."""
+    found: dict[int, dict[str, str]] = {}
+    for node in nodes:
+        for entry in (node or {}).get("containers") or [] if isinstance(node, Mapping) else []:
+            if not isinstance(entry, Mapping) or entry.get("rank") is None or not entry.get("exists"):
+                continue
+            log = RankLog(engine, str(entry.get("role") or "worker"))
+            log.feed_docker(entry.get("lines") or [])
+            found[int(entry["rank"])] = dict(log.signatures)
+    return [m.to_dict() for m in sigs.collect(found)]

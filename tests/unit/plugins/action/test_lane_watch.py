@@ -1,0 +1,108 @@
+# Copyright: lanekit developers
+# Apache-2.0
+"""Issue 26: lane_watch against a local streaming API: a wedge is found by the probes, restarted within the
+budget, healed; a back-off and a spent budget are reported once; a cause a restart cannot fix is not restarted."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.lanekit.serving.plugins.action import lane_watch
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _store as store
+from tests.unit.helpers.lane_fakes import action_module
+from tests.unit.helpers.streamserver import start_server, stop_server
+
+KV = ("2026-10-30T06:00:01.000000000Z ValueError: To serve at least one request with the model's max seq len "
+      "(524288), the estimated maximum model length is 495296.")
+
+
+@pytest.fixture
+def api():
+    srv = start_server()
+    yield srv
+    stop_server(srv)
+
+
+def run(args):
+    return action_module(lane_watch.ActionModule, args).run(task_vars={})
+
+
+def watcher(api, tmp_path):
+    plan = {"lane": "l", "engine": "vllm", "plan_hash": "a" * 64, "ranks": [], "reports_dir": str(tmp_path),
+            "api": {"address": "127.0.0.1", "port": api.server_address[1], "served_model_name": "m"}}
+    fast = {"plan": plan, "api_key": "k", "probes": 2, "gap_s": 0.0, "deadline_s": 0.5}
+
+    def probe(mode, **extra):
+        api.mode = mode
+        result = run(dict(fast, mode="probe", **extra))
+        assert not result.get("failed"), result.get("msg")
+        return result
+
+    def decide(probed, nodes=(), **budget):
+        probe_arg = dict(probed["probe"], healthy=probed["healthy"], reason=probed["reason"])
+        return run({"mode": "decide", "plan": plan, "probe": probe_arg, "nodes": list(nodes), **budget})
+
+    return plan, fast, probe, decide
+
+
+def outcomes(tmp_path):
+    return [r.outcome for r in store.read(str(tmp_path))[0]]
+
+
+def test_a_wedge_is_found_in_two_probes_restarted_once_and_healed(api, tmp_path):
+    plan, fast, probe, decide = watcher(api, tmp_path)
+    healthy = probe("stream")
+    assert healthy["healthy"] and len(healthy["probes"]) == 1
+    assert decide(healthy)["outcome"] == "healthy" and outcomes(tmp_path) == []
+
+    wedged = probe("hang")
+    assert not wedged["healthy"] and [p["error"] for p in wedged["probes"]] == ["no first token within 0.5 s"] * 2
+    decided = decide(wedged)
+    assert (decided["outcome"], decided["restart"]) == ("restarted", True)
+    api.mode = "stream"
+    healed = run(dict(fast, mode="verify", restarted_at=decided["restarted_at"]))
+    assert healed["outcome"] == "healed" and healed["msg"].startswith("Lane l healed by the restart")
+    assert outcomes(tmp_path) == ["restarted", "healed"]
+    assert store.read(str(tmp_path))[0][0].probe["error"] == "no first token within 0.5 s"
+
+
+def test_a_wedge_that_outlives_the_budget_is_reported_once_and_left(api, tmp_path):
+    _plan, _fast, probe, decide = watcher(api, tmp_path)
+    wedged = probe("stall")
+    assert not wedged["healthy"] and "3 tokens, then nothing" in wedged["reason"]
+    assert decide(wedged)["outcome"] == "restarted"
+    waiting = decide(wedged)
+    assert (waiting["outcome"], waiting["restart"]) == ("backing-off", False)
+    assert "back-off: restart 2 waits 300 s after restart 1" in waiting["msg"]
+    assert decide(wedged, backoff_s=0.0)["outcome"] == "restarted"
+    spent = decide(wedged, backoff_s=0.0, max_restarts=2)
+    assert (spent["outcome"], spent["restart"]) == ("gave-up", False)
+    assert "the restart budget is spent (2 restarts in the last 6 h, the budget is 2)" in spent["msg"]
+    again = decide(wedged, backoff_s=0.0, max_restarts=2)
+    assert again["outcome"] == "gave-up" and again["record"] is None
+    assert outcomes(tmp_path) == ["restarted", "backing-off", "restarted", "gave-up"]
+
+
+def test_a_cause_a_restart_cannot_fix_is_reported_not_restarted(api, tmp_path):
+    _plan, _fast, probe, decide = watcher(api, tmp_path)
+    nodes = [{"containers": [{"name": "c0", "exists": True, "rank": 0, "role": "head", "lines": [KV]}]}]
+    decided = decide(probe("refuse"), nodes)
+    assert (decided["outcome"], decided["restart"]) == ("not-restartable", False)
+    record = store.read(str(tmp_path))[0][-1]
+    assert record.cause.signature == "kv_budget_refused" and "495296" in record.cause.evidence
+
+
+def test_a_restart_whose_boot_failed_is_recorded_with_its_cause(api, tmp_path):
+    plan, _fast, _probe, _decide = watcher(api, tmp_path)
+    wait = {"status": "failed", "culprits": [1], "bundle": "/r/b", "msg": "Lane l failed to boot",
+            "signatures": [{"id": "stalled", "title": "no progress", "fix": "f", "ranks": [1]}], "ranks": []}
+    result = run({"mode": "record", "plan": plan, "nodes": [{"changed": False}, wait]})
+    assert result["outcome"] == "restart-failed"
+    record = store.read(str(tmp_path))[0][-1]
+    assert (record.cause.signature, record.cause.ranks, record.bundle) == ("stalled", [1], "/r/b")
+
+
+def test_the_floors_come_from_the_ledger_and_a_slow_first_token_is_a_stall(api, tmp_path):
+    _plan, _fast, probe, _decide = watcher(api, tmp_path)
+    slow = probe("stream", ttft_max_s=0.0)
+    assert not slow["healthy"] and slow["reason"].startswith("first token after ")
+    assert slow["floors"]["source"] == "first token floor given"
