@@ -120,9 +120,10 @@ class ActionModule(LanekitAction):
                                   msg="\n".join(_verdict.lines(again) + [f"report: {path} (measured "
                                                                           f"{stored.get('measured_at')})"]))
                     return result
+                told = again["message"] if again["status"] == "pass" else " ".join(_verdict.lines(again))
                 result.update(run=False, verdict=again,
                               msg=f"Fabric of lane {lane}: the measurement of {stored.get('measured_at')} still holds (same "
-                                  f"nodes, image and fabric env; -e fabric_remeasure=true measures again). {again['message']}")
+                                  f"nodes, image and fabric env; -e fabric_remeasure=true measures again). {told}")
                 return result
         why = "; ".join(_cache.changed((stored or {}).get("material"), material)) if not args["remeasure"] else "fabric_remeasure"
         result.update(msg=f"Measuring the fabric of lane {lane}: {spec['world']} nodes, {spec['backend']}, sizes "

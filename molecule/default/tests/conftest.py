@@ -11,14 +11,20 @@ import pytest
 from simlib import LANE, ROOT, SGLANG_LANE, lane_containers, run_playbook, staging_host_held
 
 LANES = (LANE, SGLANG_LANE)
-# Verify runs in two pytest-xdist workers (molecule.yml): the real-engine scenario, on its own two CPU
-# nodes, beside all the others, in file order within each group.
-REAL_ENGINE_SCENARIO = "test_scenario_13_real_vllm.py"
+# Verify runs in two pytest-xdist workers (molecule.yml): the scenarios of the real-engine lane, on the
+# sim's two CPU nodes, beside all the others, in file order within each group.
+CPU_NODE_SCENARIOS = ("test_scenario_13_real_vllm.py", "test_scenario_14_fabric.py")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "spark_nodes: a test of a CPU-node scenario that uses the stand-in lanes "
+                                       "(runs in the spark-nodes group)")
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        group = "cpu-nodes" if item.path.name == REAL_ENGINE_SCENARIO else "spark-nodes"
+        cpu = item.path.name in CPU_NODE_SCENARIOS and not item.get_closest_marker("spark_nodes")
+        group = "cpu-nodes" if cpu else "spark-nodes"
         item.add_marker(pytest.mark.xdist_group(group))
 
 

@@ -11,7 +11,7 @@ import os
 import subprocess
 
 import pytest
-from simlib import ROOT, assert_no_traceback, flat, record_timing, run_playbook
+from simlib import ROOT, assert_no_traceback, flat, record_timing, run_playbook, staging_host_held
 
 LANE = "tiny-llama-cpu-2x-vllm"
 INVENTORY = "sim-cpu"
@@ -21,7 +21,9 @@ CAP_MBIT = 100  # 12.5 MB/s, far below the inventory's floor of 0.05 GB/s (inven
 
 
 def run(name: str, **kw):
-    return run_playbook(name, lane=LANE, inventory=INVENTORY, **kw)
+    # Beside the stand-in scenarios (the cpu-nodes xdist group, conftest.py): hold the shared staging host.
+    with staging_host_held():
+        return run_playbook(name, lane=LANE, inventory=INVENTORY, **kw)
 
 
 def report(lane: str = LANE) -> dict:
@@ -55,7 +57,7 @@ def ranks() -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def image_on_the_nodes():
     """The lane's image on both CPU nodes (scenario 13 leaves it there; build_images is a no-op then)."""
     set_link(SLOW, 0)
@@ -72,6 +74,7 @@ def capped():
     set_link(SLOW, 0)
 
 
+@pytest.mark.usefixtures("image_on_the_nodes")
 def test_uncapped_the_real_lane_passes_and_the_report_names_image_torch_and_env():
     proc = run("fabric_lane.yml", extra=["-e", "fabric_remeasure=true"], timeout=900)
     record_timing("fabric_lane of the real vLLM CPU lane (uncapped)", proc.seconds)
@@ -88,6 +91,7 @@ def test_uncapped_the_real_lane_passes_and_the_report_names_image_torch_and_env(
     assert probe_containers() == [], "a probe container was left on a node"
 
 
+@pytest.mark.usefixtures("image_on_the_nodes")
 def test_a_rerun_reuses_the_result_while_nodes_image_and_env_hold():
     before = report()["measured_at"]
     proc = run("fabric_lane.yml", timeout=600)
@@ -96,6 +100,7 @@ def test_a_rerun_reuses_the_result_while_nodes_image_and_env_hold():
     assert report()["measured_at"] == before
 
 
+@pytest.mark.usefixtures("image_on_the_nodes")
 def test_a_capped_node_is_named_with_the_fix(capped):
     proc = run("fabric_lane.yml", extra=["-e", "fabric_remeasure=true"], timeout=900)
     record_timing("fabric_lane of the real vLLM CPU lane (cpu-02 capped)", proc.seconds, f"{CAP_MBIT} Mbit/s")
@@ -111,6 +116,7 @@ def test_a_capped_node_is_named_with_the_fix(capped):
     assert warned.returncode == 0 and "fabric_gate=warn: the deploy goes on." in flat(warned.stdout)
 
 
+@pytest.mark.usefixtures("image_on_the_nodes")
 def test_the_deploy_stops_before_any_rank_starts_on_a_slow_node(capped):
     down = run("teardown_lane.yml", extra=["-e", "teardown_remove=true"], timeout=600)
     assert down.returncode == 0 and ranks() == []
@@ -121,10 +127,12 @@ def test_the_deploy_stops_before_any_rank_starts_on_a_slow_node(capped):
     assert ranks() == [], "a rank started although the fabric gate refused the lane"
 
 
+@pytest.mark.spark_nodes  # the stand-in lane's nodes and lock: in the other scenarios' worker (conftest.py)
 def test_a_stand_in_lane_says_the_gate_cannot_run():
-    # inventories/sim sets fabric_gate: warn for its stand-in lanes (no torch in their images)
+    # inventories/sim sets fabric_gate: warn for its stand-in lanes (no torch in their images). The
+    # converge's deploy measured it already, and a result the image owes is held (no probe starts again).
     lane = "mistral-large4-nvfp4-8x-vllm"
-    warned = run_playbook("fabric_lane.yml", lane=lane, extra=["-e", "fabric_remeasure=true"], timeout=900)
+    warned = run_playbook("fabric_lane.yml", lane=lane, timeout=900)
     text = flat(warned.stdout)
     assert warned.returncode == 0, text[-3000:]
     assert "The fabric gate cannot run on lane" in text and "no usable torch" in text
