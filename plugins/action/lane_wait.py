@@ -26,6 +26,20 @@ plan, the verdict and the status history, and fails the task with the explanatio
 end ``ok`` (the role marks the task ``any_errors_fatal``, so the play stops on the
 coordinator's failure).
 
+A rank's exit is seen at the event, not at the next poll (``exit_watch``, on by default): the
+time between two polls is spent inside the next ``rank_status`` call, which watches its ranks'
+``docker events`` on the node until the poll's time or the first ``die``, then reads the status
+(:mod:`~..module_utils._boot._events`); each watch replays from where the previous call ended,
+so an exit between two calls is not lost. A node that saw an exit reports at once and leaves a
+note in the rendezvous; the coordinator runs its own node's call in a thread and looks for such
+notes every 0.1 s, so it judges the lane (and names the rank) within about a second of the exit
+at any poll interval (:mod:`~..plugin_utils._boot._exitwatch` orders the exits). This keeps one
+module run per node and poll over Ansible's own connection: a long-running module for the whole
+wait would need a channel to stream partial results back, which Ansible's connection plugins do
+not have, and a process of our own beside the connection (``ssh host docker events``) would have
+to rebuild every connection plugin's command line (ssh options, become, the docker connection
+of the simulated cluster).
+
 The API probes (port, ``/health``, ``/v1/models``, one streamed chat completion) run from the
 head node by default (``probe_from: head``): the head always reaches its own fabric address,
 while the controller may sit on a management network. ``probe_from: controller`` probes from

@@ -134,7 +134,7 @@ def copy_and_hash(src: str | int, dst: str, block_size: int = 16 * MIB, want_git
 
     With ``direct`` and ``sync`` the copy is written with O_DIRECT where the filesystem takes it:
     the bytes go from the buffer that was hashed to the device, with no second copy into the page
-    cache, no dirty pages to write back and release, and about a third of the kernel time of the
+    cache, no dirty pages to write back and release, and about a fifth of the kernel time of the
     buffered write (issue #28: verified staging at the device's speed). The source is read through
     the cache, so its readahead keeps the device busy while the block is hashed and written. The
     fsync stays: it makes the file's size and extents durable. An unaligned tail, or a device that
