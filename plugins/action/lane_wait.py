@@ -282,14 +282,14 @@ class Waiter(LaneWorker):
         thread at a time (the failure bundle uses it next)."""
         box: dict[str, Any] = {}
 
-        def run() -> None:
+        def own_call() -> None:
             try:
                 box["statuses"] = self.gather(watch_s)
             except Exception as exc:  # re-raised below, in the task's own thread
                 box["error"] = exc
 
         seen = {host: note.get("time") for host, note in self.rdv.exits().items()}
-        thread = threading.Thread(target=run, name="lane_wait-own-node", daemon=True)
+        thread = threading.Thread(target=own_call, name="lane_wait-own-node", daemon=True)
         thread.start()
         early = None
         while thread.is_alive():
