@@ -171,12 +171,17 @@ now:
   returned: always
   type: float
 exit_watch:
-  description:
-    - The watch before the status (O(exit_watch_s)) - C(events) (each C(container), C(action)
-      C(die) or C(oom), C(time_ns) on the node's clock, C(exit_code)), C(watched_s), C(error)
-      (why no event stream could be had; the watch then waited out its time) and C(next_since).
+  description: The watch before the status (O(exit_watch_s)).
   returned: always
   type: dict
+  contains:
+    events:
+      description: "The exits seen, oldest first: C(container), C(action) (C(die) or C(oom)), C(time_ns) on the node's clock, C(exit_code)."
+      type: list
+      elements: dict
+    watched_s: {description: Seconds the watch lasted., type: float}
+    error: {description: "Why no event stream could be had (the watch then waited out its time); empty otherwise.", type: str}
+    next_since: {description: Where the next call's watch starts (pass it as O(exit_watch_since))., type: str}
 bundle_files:
   description: Files written under O(bundle_dir).
   returned: when bundle_dir is given
