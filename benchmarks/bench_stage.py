@@ -206,5 +206,6 @@ def main():
     print(f"ratio ours / (cp -r + sha256sum)     = {ratio(t_ours, t_cp + t_sum):.2f}")
     print(f"phases: {json.dumps(res['phases'])}")
 
+
 if __name__ == "__main__":
     main()
