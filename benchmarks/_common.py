@@ -1,10 +1,13 @@
 # Copyright: lanekit developers
 # Apache-2.0
 """Helpers the benchmark scripts share: import the collection from the checkout, evict the
-benchmark's own files from the page cache, write incompressible filler files."""
+benchmark's own files from the page cache, write incompressible filler files, and time the
+device's own sequential read and write with ``dd`` (O_DIRECT), the limit staging and warming
+are measured against."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,3 +53,24 @@ def write_filler(path, size, seed=0, block=16 * MIB):
             i += 1
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def dd_read_direct(paths, block_mib=64):
+    """The device's sequential read: ``dd iflag=direct`` of each file in turn (the page cache is
+    neither used nor filled, so no eviction is needed before or after)."""
+    for p in paths:
+        subprocess.run(["dd", f"if={p}", "of=/dev/null", f"bs={block_mib}M", "iflag=direct", "status=none"],
+                       check=True)
+
+
+def dd_write_direct(sizes, dest_dir, block_mib=64):
+    """The device's sequential write of the same bytes: one ``dd oflag=direct conv=fsync`` file per
+    size under ``dest_dir`` (created, then removed after the timing by the caller)."""
+    os.makedirs(dest_dir, exist_ok=True)
+    for i, size in enumerate(sizes):
+        subprocess.run(["dd", "if=/dev/zero", f"of={dest_dir}/dd-{i:05d}", f"bs={block_mib}M", f"count={size}",
+                        "iflag=count_bytes", "oflag=direct", "conv=fsync", "status=none"], check=True)
+
+
+def gibps(nbytes, seconds):
+    return nbytes / GIB / seconds if seconds > 0 else float("inf")

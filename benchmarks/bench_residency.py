@@ -7,7 +7,7 @@ Creates sparse files (no disk space used; a checkpoint of --files x --file-gib),
 --warm-gib of them into the page cache so the answer is not trivially zero, then times:
 
   baseline  fincore --bytes --noheadings --output RES,FILE FILES...   (a process, as a user runs it)
-  ours      _pagecache.measure_file() per file, in process (cachestat(2) where the kernel has it)
+  ours      _pagecache_sys.measure_file() per file, in process (cachestat(2) where the kernel has it)
   ours      the same through a fresh `python3` process (interpreter start included)
   ours      the mmap + mincore fallback, in process
 
@@ -28,7 +28,7 @@ from _common import GIB, MIB, evict, import_collection  # noqa: E402
 SUB = r"""
 import sys, json, time
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache as pc
+from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache_sys as pc
 ps = pc.page_size()
 print(sum(pc.measure_file(p, psize=ps).resident_bytes(ps) for p in sys.argv[2:]))
 """
@@ -54,7 +54,7 @@ def main():
     if not shutil.which("fincore"):
         sys.exit("util-linux fincore is not installed (apt-get install util-linux)")
     base = import_collection()
-    from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache as pc
+    from ansible_collections.lanekit.serving.plugins.module_utils._weights import _pagecache_sys as pc
 
     os.makedirs(a.workdir, exist_ok=True)
     size = int(a.file_gib * GIB)

@@ -26,6 +26,20 @@ plan, the verdict and the status history, and fails the task with the explanatio
 end ``ok`` (the role marks the task ``any_errors_fatal``, so the play stops on the
 coordinator's failure).
 
+A rank's exit is seen at the event, not at the next poll (``exit_watch``, on by default): the
+time between two polls is spent inside the next ``rank_status`` call, which watches its ranks'
+``docker events`` on the node until the poll's time or the first ``die``, then reads the status
+(:mod:`~..module_utils._boot._events`); each watch replays from where the previous call ended,
+so an exit between two calls is not lost. A node that saw an exit reports at once and leaves a
+note in the rendezvous; the coordinator runs its own node's call in a thread and looks for such
+notes every 0.1 s, so it judges the lane (and names the rank) within about a second of the exit
+at any poll interval (:mod:`~..plugin_utils._boot._exitwatch` orders the exits). This keeps one
+module run per node and poll over Ansible's own connection: a long-running module for the whole
+wait would need a channel to stream partial results back, which Ansible's connection plugins do
+not have, and a process of our own beside the connection (``ssh host docker events``) would have
+to rebuild every connection plugin's command line (ssh options, become, the docker connection
+of the simulated cluster).
+
 The API probes (port, ``/health``, ``/v1/models``, one streamed chat completion) run from the
 head node by default (``probe_from: head``): the head always reaches its own fabric address,
 while the controller may sit on a management network. ``probe_from: controller`` probes from
@@ -37,6 +51,7 @@ Requirements: one fork per lane node (``forks`` >= nodes), all lane nodes in the
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from typing import Any
@@ -49,6 +64,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._boot import _sign
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
 from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import Bundle, new_bundle_dir, secret_args
+from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._exitwatch import (
+    exits_from_reports,
+    first_exits,
+    named_after,
+    watch_seconds,
+)
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._lane_poll import (
     LaneMembers,
     LaneTaskError,
@@ -75,6 +96,7 @@ ARGUMENT_SPEC = dict(
     poll_s=dict(type="float"),
     stability_s=dict(type="float"),
     chat_probe=dict(type="bool", default=True),
+    exit_watch=dict(type="bool", default=True),
     chat_timeout_s=dict(type="float", default=120.0),
     probe_from=dict(type="str", default="head", choices=["head", "controller"]),
     probe_address=dict(type="str"),
@@ -89,6 +111,8 @@ ARGUMENT_SPEC = dict(
 )
 
 HEARTBEAT_SLACK_S = 90.0
+# How often the coordinator looks for another node's exit while its own status call runs.
+EXIT_LOOK_S = 0.1
 
 
 def explain_message(text: str, engine: str | None = None, context_sentence: str = "") -> tuple[list, str]:
@@ -171,6 +195,9 @@ class Waiter(LaneWorker):
         self.cfg = cfg
         self.reports_dir = reports_dir
         self.bundle_timeout_s = args["bundle_timeout_s"]
+        self.exit_watch = bool(args["exit_watch"])
+        self.exit_seen: dict[str, Any] | None = None
+        self.judged_at: float | None = None  # when the line that ended the wait was printed
 
     def wait(self, result: dict[str, Any]) -> dict[str, Any]:
         poll = self.cfg.poll_s
@@ -183,18 +210,33 @@ class Waiter(LaneWorker):
             display.display(
                 f"lane_wait {self.lane}: {len(self.members.ranks)} ranks on {len(self.members.hosts)} nodes, poll "
                 f"every {fmt_duration(poll)}, stall after {fmt_duration(self.cfg.stall_s)}, "
-                f"budget {fmt_duration(self.cfg.budget_s)}")
+                f"budget {fmt_duration(self.cfg.budget_s)}"
+                + (", exits watched at the event" if self.exit_watch else ""))
         verdict = None
         statuses: dict[int, RankStatus] = {}
+        deadline: float | None = None  # the next poll; the first one is now
         try:
             while True:
+                watch_s = 0.0
+                if deadline is not None:
+                    if self.exit_watch:
+                        watch_s = watch_seconds(time.time(), deadline, self.call_overhead_s)
+                    if not watch_s:
+                        self._sleep_until(deadline)
+                early = None
+                if self.is_coordinator and watch_s:
+                    mine, early = self._gather_judging(watch_s, tracker, poll)
+                else:
+                    mine = self.gather(watch_s)
                 tick = int(time.time() // poll)
-                self.report(tick, self.gather())
+                self.report(tick, mine)
                 if self.is_coordinator:
                     self.rdv.heartbeat()
-                    statuses, _unused = self.all_statuses(tick, first=tracker.polls == 0)
-                    verdict = tracker.update(time.monotonic(), statuses)
-                    display.display(verdict.line)
+                    if early is not None:
+                        verdict, statuses = early
+                        break
+                    statuses, reports = self.all_statuses(tick, first=tracker.polls == 0)
+                    verdict = self._judge(tracker, statuses, reports)
                     if verdict.done:
                         break
                 else:
@@ -207,12 +249,65 @@ class Waiter(LaneWorker):
                             f"The wait for lane {self.lane} lost its coordinator on {self.coordinator} "
                             f"(no news for {fmt_duration(age)}); see that host's result."))
                         return result
-                self._sleep_until((tick + 1) * poll)
+                deadline = (tick + 1) * poll
         except Exception as exc:  # the coordinator must always leave a verdict for the others
             if self.is_coordinator:
                 self.rdv.put_verdict({"status": "error", "summary": to_text(exc)})
             raise
         return self.conclude(verdict, statuses, tracker, result, started)
+
+    def _judge(self, tracker: LaneTracker, statuses: dict[int, RankStatus], reports: dict[str, dict]) -> Verdict:
+        """One look at the lane: the tracker's verdict, printed; a failure the nodes saw at the
+        event carries the exit that came first and how long after it the line named it."""
+        verdict = tracker.update(time.monotonic(), statuses)
+        display.display(verdict.line)
+        if verdict.done:
+            self.judged_at = time.time()
+        if verdict.done and verdict.status != READY:
+            rank_of = {r["container_name"]: int(r["node_rank"]) for r in self.members.ranks}
+            exits = first_exits(exits_from_reports(reports, rank_of))
+            if exits:
+                self.exit_seen = dict(exits[0].to_dict(), named_at=time.time(),
+                                      named_after_s=round(named_after(exits[0], time.time()), 3))
+                verdict.noticed_after_s = self.exit_seen["named_after_s"]
+        return verdict
+
+    def _gather_judging(self, watch_s: float, tracker: LaneTracker,
+                        poll: float) -> tuple[dict[int, RankStatus], tuple[Verdict, dict[int, RankStatus]] | None]:
+        """The coordinator's own status call (watching its node for exits) in a thread, while this
+        thread judges the lane as soon as another node reports an exit, not at the next poll.
+
+        Returns this host's statuses and, when an exit ended the wait meanwhile, (verdict,
+        statuses). The call always ends before this returns: the connection is used by one
+        thread at a time (the failure bundle uses it next)."""
+        box: dict[str, Any] = {}
+
+        def own_call() -> None:
+            try:
+                box["statuses"] = self.gather(watch_s)
+            except Exception as exc:  # re-raised below, in the task's own thread
+                box["error"] = exc
+
+        seen = {host: note.get("time") for host, note in self.rdv.exits().items()}
+        thread = threading.Thread(target=own_call, name="lane_wait-own-node", daemon=True)
+        thread.start()
+        early = None
+        while thread.is_alive():
+            thread.join(EXIT_LOOK_S)
+            if early is not None:
+                continue
+            notes = self.rdv.exits()
+            fresh = [h for h, note in notes.items() if h != self.me and note.get("time") != seen.get(h)]
+            if not fresh:
+                continue
+            seen.update({h: notes[h].get("time") for h in fresh})
+            statuses, reports = self.all_statuses(int(time.time() // poll), timeout_s=0.0)
+            verdict = self._judge(tracker, statuses, reports)
+            if verdict.done:
+                early = (verdict, statuses)
+        if "error" in box:
+            raise box["error"]
+        return box["statuses"], early
 
     @staticmethod
     def _sleep_until(when: float) -> None:
@@ -244,7 +339,8 @@ class Waiter(LaneWorker):
         # Failed: write the bundle, with every worker fetching its own ranks' logs.
         bundle = Bundle(new_bundle_dir(self.reports_dir), self.secret_values())
         message = failure_message(self.lane, verdict, self.rank_hosts, bundle.root, poll_s=self.cfg.poll_s)
-        verdict_dict = dict(verdict.to_dict(), bundle=bundle.root, waited_s=time.monotonic() - started)
+        verdict_dict = dict(verdict.to_dict(), bundle=bundle.root, waited_s=time.monotonic() - started,
+                            exit_seen=self.exit_seen, judged_at=self.judged_at)
         self.rdv.put_verdict(dict(verdict_dict, status="failed"))
         bundle.write_summary(self.plan, verdict_dict, message, tracker.history)
         for host in self.members.hosts:
@@ -257,7 +353,7 @@ class Waiter(LaneWorker):
         missing = sorted(set(self.members.hosts) - bundle.done_hosts())
         if missing:
             message += f"\nThe full logs of {', '.join(missing)} could not be copied into the bundle in time."
-        result.update(failed=True, msg=message, status="failed", bundle=bundle.root,
+        result.update(failed=True, msg=message, status="failed", bundle=bundle.root, exit_seen=self.exit_seen,
                       culprits=verdict.culprits, signatures=[m.to_dict() for m in verdict.matches],
                       status_line=verdict.line, history=tracker.history[-50:], ranks=ranks)
         return result

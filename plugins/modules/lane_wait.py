@@ -62,6 +62,14 @@ options:
     description: Require one streamed chat completion to return a first token.
     type: bool
     default: true
+  exit_watch:
+    description:
+      - Between polls, every node watches its ranks' C(docker events) (inside the per-poll
+        M(lanekit.serving.rank_status) call, which then returns at the next poll or right after an
+        exit), and the coordinator judges the lane as soon as a node reports an exit, so a rank that
+        exits is named within about a second of its exit at any O(poll_s). V(false) polls only.
+    type: bool
+    default: true
   chat_timeout_s:
     description: Seconds allowed for the first token of the chat probe.
     type: float
@@ -169,6 +177,13 @@ signatures:
   returned: when failed or in explain mode
   type: list
   elements: dict
+exit_seen:
+  description:
+    - The rank exit the nodes saw at the event that came first (rank, host, container, C(at) on the
+      node's clock, exit_code, oom), C(named_at) (when the status line named it) and C(named_after_s).
+    - Null when no node saw an exit (O(exit_watch) off, or the lane failed otherwise).
+  returned: when failed
+  type: dict
 status_line:
   description: The last status line.
   returned: when failed

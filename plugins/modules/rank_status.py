@@ -74,6 +74,19 @@ options:
         C(meminfo.txt) into. Created mode C(0700) if missing; an existing one owned by another user or
         writable by others is refused.
     type: path
+  exit_watch_s:
+    description:
+      - Before the status is read, watch the named containers' C(docker events) for up to this many
+        seconds and stop at the first exit (C(die)), so a boot wait names an exiting rank at once
+        rather than at its next poll. V(0) reads at once.
+    type: float
+    default: 0
+  exit_watch_since:
+    description:
+      - The node time (epoch seconds) from which the watch replays events, the previous call's
+        RV(exit_watch.next_since), so an exit between two calls is not missed.
+      - Default is the start of this call.
+    type: str
   command_timeout:
     description: Seconds after which one docker command is abandoned.
     type: int
@@ -157,6 +170,18 @@ now:
   description: The node's clock (epoch seconds) when the status was taken.
   returned: always
   type: float
+exit_watch:
+  description: The watch before the status (O(exit_watch_s)).
+  returned: always
+  type: dict
+  contains:
+    events:
+      description: "The exits seen, oldest first: C(container), C(action) (C(die) or C(oom)), C(time_ns) on the node's clock, C(exit_code)."
+      type: list
+      elements: dict
+    watched_s: {description: Seconds the watch lasted., type: float}
+    error: {description: "Why no event stream could be had (the watch then waited out its time); empty otherwise.", type: str}
+    next_since: {description: Where the next call's watch starts (pass it as O(exit_watch_since))., type: str}
 bundle_files:
   description: Files written under O(bundle_dir).
   returned: when bundle_dir is given
@@ -173,6 +198,7 @@ from collections.abc import Iterable
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._events import run_watch
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import http_get, probe_api
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
@@ -359,6 +385,8 @@ def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, 
 
 def status(docker: DockerCLI, params: dict) -> dict:
     """The whole report of this node (the module's result)."""
+    # the watch comes first: what follows reads the state the exit left
+    watched = run_watch(docker, params["containers"], params["exit_watch_s"], params["exit_watch_since"])
     names = container_names(docker, params["containers"], params["lane"])
     found = docker.inspect_containers(names)
     result: dict = {"changed": False, "health": {},
@@ -380,6 +408,7 @@ def status(docker: DockerCLI, params: dict) -> dict:
         if values or own:
             entry["lines"] = [redact_text(line, values + own) for line in entry["lines"]]
     result["now"] = time.time()
+    result["exit_watch"] = watched
     return result
 
 
@@ -395,6 +424,8 @@ def main() -> None:
             health_probes=dict(type="list", elements="dict", default=[]),
             listen_ports=dict(type="list", elements="int", default=[]),
             bundle_dir=dict(type="path"),
+            exit_watch_s=dict(type="float", default=0.0),
+            exit_watch_since=dict(type="str"),
             command_timeout=dict(type="int", default=60),
             api_key=dict(type="str", no_log=True),
             secret_values=dict(type="list", elements="str", default=[], no_log=True),

@@ -81,6 +81,7 @@ class StageFiles:
     check_mode: bool
     release: bool
     fsync: bool
+    direct_io: bool
     abort: threading.Event
     phases: dict[str, Phase]
     mismatches: list[str]
@@ -216,7 +217,7 @@ class StageFiles:
                 os.rename(download, tmp)
             else:
                 d = copy_and_hash(src, tmp, self.block_size, want_git_sha1=want1, sync=self.fsync,
-                                  release=self.release, abort=self.abort)
+                                  release=self.release, abort=self.abort, direct=self.direct_io)
                 if download is not None:
                     unlink_quiet(download)
             bad = None

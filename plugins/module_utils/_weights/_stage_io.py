@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import hashlib
 import json
+import mmap
 import os
 import socket
 import threading
@@ -71,10 +73,39 @@ class Digest(NamedTuple):
     size: int
 
 
-def _write_all(fd: int, view: memoryview) -> None:
+def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+    """Write all of ``view`` at ``offset``; explicit offsets make a retry of the same chunk exact."""
     while view:
-        n = os.write(fd, view)
+        n = os.pwrite(fd, view, offset)
         view = view[n:]
+        offset += n
+
+
+# O_DIRECT wants the buffer, the length and the file offset aligned to the device's logical block
+# (512 or 4096 bytes): the buffer is an mmap (page-aligned), blocks are a multiple of the page.
+_O_DIRECT = getattr(os, "O_DIRECT", 0)
+_DIRECT_ALIGN = 4096
+
+
+def _open_dest(dst: str, direct: bool) -> tuple[int, bool]:
+    """Create ``dst`` (O_EXCL) for writing, with O_DIRECT when asked and the filesystem takes it;
+    returns (fd, whether O_DIRECT is on)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    if direct and _O_DIRECT:
+        try:
+            return os.open(dst, flags | _O_DIRECT, 0o644), True
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            # a filesystem without O_DIRECT (some FUSE, old tmpfs) may create the file before it refuses
+            unlink_quiet(dst)
+    return os.open(dst, flags, 0o644), False
+
+
+def _drop_direct(fd: int) -> bool:
+    """Turn O_DIRECT off on ``fd`` (for an unaligned tail, or a device that refuses the alignment)."""
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_O_DIRECT)
+    return False
 
 
 def _advise_sequential(fd: int) -> None:
@@ -92,18 +123,27 @@ def _open_source(src: str | int) -> int:
 
 
 def copy_and_hash(src: str | int, dst: str, block_size: int = 16 * MIB, want_git_sha1: bool = False,
-                  sync: bool = True, release: bool = True, abort: threading.Event | None = None) -> Digest:
+                  sync: bool = True, release: bool = True, abort: threading.Event | None = None,
+                  direct: bool = True) -> Digest:
     """Copy ``src`` (a path, or an open fd this call closes) to the new file ``dst`` (O_EXCL),
     hashing the bytes as they are written.
 
     ``dst`` is fsynced before returning. With ``release`` the written (and read) pages of these
     two files are released from the page cache as the copy goes, so staging does not flood the
     staging host's memory.
+
+    With ``direct`` and ``sync`` the copy is written with O_DIRECT where the filesystem takes it:
+    the bytes go from the buffer that was hashed to the device, with no second copy into the page
+    cache, no dirty pages to write back and release, and about a fifth of the kernel time of the
+    buffered write (issue #28: verified staging at the device's speed). The source is read through
+    the cache, so its readahead keeps the device busy while the block is hashed and written. The
+    fsync stays: it makes the file's size and extents durable. An unaligned tail, or a device that
+    refuses the alignment, is written through the cache.
     """
     fin = _open_source(src)
     st = os.fstat(fin)
     try:
-        fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fout, direct = _open_dest(dst, direct and sync)
     except BaseException:
         os.close(fin)
         raise
@@ -114,7 +154,7 @@ def copy_and_hash(src: str | int, dst: str, block_size: int = 16 * MIB, want_git
     window = max(block_size * 4, 64 * MIB)
     try:
         _advise_sequential(fin)
-        buf = bytearray(block_size)
+        buf = mmap.mmap(-1, block_size) if direct else bytearray(block_size)
         mv = memoryview(buf)
         while True:
             if abort is not None and abort.is_set():
@@ -126,7 +166,15 @@ def copy_and_hash(src: str | int, dst: str, block_size: int = 16 * MIB, want_git
             h.update(chunk)
             if h1 is not None:
                 h1.update(chunk)
-            _write_all(fout, chunk)
+            if direct and (n % _DIRECT_ALIGN or total % _DIRECT_ALIGN):
+                direct = _drop_direct(fout)
+            try:
+                _pwrite_all(fout, chunk, total)
+            except OSError as exc:
+                if not direct or exc.errno != errno.EINVAL:
+                    raise
+                direct = _drop_direct(fout)
+                _pwrite_all(fout, chunk, total)
             total += n
             if sync and total - flushed >= window:
                 start_writeback(fout, flushed, total - flushed)

@@ -72,7 +72,7 @@ class Stager(StageFiles):
                  verify: str = "quick", workers: int = 4, block_size: int = 16 * MIB, retries: int = 3,
                  retry_delay: float = 5.0, scratch_dir: str | None = None, check_mode: bool = False,
                  prune: bool = False, release_written_pages: bool = True, fsync: bool = True,
-                 warn: Callable[[str], None] | None = None, root: str | None = None) -> None:
+                 warn: Callable[[str], None] | None = None, root: str | None = None, direct_io: bool = True) -> None:
         self.source = source
         self.dest = dest
         self.root = root
@@ -88,6 +88,7 @@ class Stager(StageFiles):
         self.prune = prune
         self.release = release_written_pages
         self.fsync = fsync
+        self.direct_io = direct_io
         self.warn = warn or (lambda msg: None)
         self._set_dest(dest)
         self.phases = {n: Phase(n) for n in ("plan", "verify", "fetch", "publish")}

@@ -226,6 +226,12 @@ class LaneWorker:
         self.chat_timeout_s = chat_timeout_s
         self.sync_timeout = sync_timeout_s
         self.watcher = HostWatcher(self.my_ranks, self.engine, tail_lines)
+        # The exit watch (lane_wait): where the node's next watch replays from, the exits the last
+        # call saw, and what a call costs besides its watch (so a watch ends near the next poll).
+        self.exit_since: str | None = None
+        self.exit_events: list[dict] = []  # every exit seen in this task, oldest first
+        self.new_exits = False
+        self.call_overhead_s = 1.0
 
     # --- gathering ---------------------------------------------------------------------------
 
@@ -237,12 +243,16 @@ class LaneWorker:
             "chat_timeout": self.chat_timeout_s,
         }
 
-    def module_args(self, bundle_dir: str | None = None) -> dict:
+    def module_args(self, bundle_dir: str | None = None, watch_s: float = 0.0) -> dict:
         margs: dict[str, Any] = {
             "containers": [r["container_name"] for r in self.my_ranks],
             "tail": self.tail_lines,
             "since": dict(self.watcher.since),
         }
+        if watch_s > 0 and self.my_ranks:
+            margs["exit_watch_s"] = watch_s
+            if self.exit_since:
+                margs["exit_watch_since"] = self.exit_since
         if not self.my_ranks:
             margs["lane"] = self.lane
         # The rank that answers the lane's API: the head, or a P/D lane's router.
@@ -296,8 +306,21 @@ class LaneWorker:
             return f"cannot reach {self.me}: {message.strip().splitlines()[-1] if message.strip() else 'no answer'}"
         return verdict.sentence.rstrip(".")
 
-    def gather(self) -> dict[int, RankStatus]:
-        res, error = self.run_module(self.module_args())
+    def gather(self, watch_s: float = 0.0) -> dict[int, RankStatus]:
+        """This host's rank statuses; with ``watch_s`` the node first watches its ranks for an exit
+        for up to that long (``rank_status`` exit_watch_s), so the call returns at the next poll or
+        right after an exit."""
+        began = time.monotonic()
+        res, error = self.run_module(self.module_args(watch_s=watch_s))
+        watch = (res or {}).get("exit_watch") or {}
+        new = [e for e in watch.get("events") or [] if e not in self.exit_events]
+        self.exit_events += new
+        self.new_exits = bool(new)
+        if watch.get("next_since"):
+            self.exit_since = str(watch["next_since"])
+        if res is not None:
+            spent = time.monotonic() - began - float(watch.get("watched_s") or 0.0)
+            self.call_overhead_s = 0.5 * self.call_overhead_s + 0.5 * max(0.0, spent)
         statuses = self.watcher.absorb(res, error)
         if self.probe_from == "controller" and self.is_coordinator and self.plan.get("api"):
             api = probe_api(dict(self._api_probe(), api_key=self.secret_args.get("api_key")))
@@ -314,11 +337,18 @@ class LaneWorker:
         self.rdv.put_host(self.me, {
             "tick": tick, "time": time.time(), "host": self.me,
             "ranks": {str(k): v.to_dict() for k, v in statuses.items()}, "meminfo": self.watcher.meminfo,
+            "exit_events": self.exit_events,
         })
+        if self.new_exits:
+            # the coordinator looks for these between its polls: the exit is judged at once
+            self.rdv.put_exit(self.me, {"time": time.time(), "events": self.exit_events})
 
-    def all_statuses(self, tick: int, first: bool = False) -> tuple[dict[int, RankStatus], dict[str, dict]]:
+    def all_statuses(self, tick: int, first: bool = False,
+                     timeout_s: float | None = None) -> tuple[dict[int, RankStatus], dict[str, dict]]:
         """Every rank's status of this tick (or the latest, marked stale), from every host's report."""
         timeout = max(self.sync_timeout, FIRST_SYNC_S) if first else self.sync_timeout
+        if timeout_s is not None:
+            timeout = timeout_s
         reports = self.rdv.collect(self.members.hosts, tick, timeout)
         statuses: dict[int, RankStatus] = {}
         for spec in self.members.ranks:

@@ -42,7 +42,7 @@ class Rendezvous:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        for path in (root, os.path.join(root, "hosts")):
+        for path in (root, os.path.join(root, "hosts"), os.path.join(root, "exits")):
             os.makedirs(path, mode=DIR_MODE, exist_ok=True)
 
     @staticmethod
@@ -87,6 +87,25 @@ class Rendezvous:
 
     def get_verdict(self) -> dict | None:
         return _read_json(os.path.join(self.root, "verdict.json"))
+
+    def put_exit(self, host: str, exits: Mapping[str, Any]) -> None:
+        """A host saw a rank exit at the event (its ``time`` and ``events``)."""
+        self._write(os.path.join("exits", host + ".json"), exits)
+
+    def exits(self) -> dict[str, dict]:
+        """{host: its latest exit note}, for the coordinator to judge an exit between polls."""
+        folder = os.path.join(self.root, "exits")
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return {}
+        out = {}
+        for name in names:
+            if name.endswith(".json"):
+                doc = _read_json(os.path.join(folder, name))
+                if doc is not None:
+                    out[name[:-5]] = doc
+        return out
 
     def heartbeat(self) -> None:
         self._write("coordinator.json", {"time": time.time()})

@@ -145,6 +145,96 @@ def test_follower_helps_with_the_bundle(tmp_path):
     assert "could not be copied" not in results["lead"]["msg"]
 
 
+def test_an_exit_on_another_node_is_judged_while_the_heads_own_call_still_watches(tmp_path, monkeypatch):
+    """Issue #28 part 3: with the exit watch, the follower's status call returns at the exit and the
+    coordinator judges the lane then, not when its own call (watching until the next poll) ends."""
+    plan = dict(TWO_NODES, boot=dict(TWO_NODES["boot"], poll_s=5))
+    head = lines_until("sglang-head.log", "32/64")
+    crash = fixture_lines("sglang-g1-scale-c.log")
+    named = threading.Event()
+    head_watching = threading.Event()
+    watched = {}
+    lines = []
+
+    def record(msg, *_a, **_kw):
+        lines.append(msg)
+        if "r1 EXITED(1)" in msg:
+            named.set()
+
+    monkeypatch.setattr(lw.display, "display", record)
+
+    def head_watch(margs):
+        # the head's node sees nothing: its call lasts its whole watch, unless the line came first
+        # (a short watch, close to the next poll, ends before the others could report: the next one)
+        if (margs.get("exit_watch_s") or 0) >= 2:
+            watched["head_watch_s"] = margs["exit_watch_s"]
+            head_watching.set()
+            watched["named_during_the_call"] = named.wait(margs["exit_watch_s"])
+        return {"containers": [container("lk-r0", head)], "now": 1793342505.0, "api": {"accepts": False},
+                "health": {}, "meminfo": {}, "exit_watch": {"events": [], "next_since": "1793342505.0",
+                                                            "watched_s": margs.get("exit_watch_s") or 0}}
+
+    die = {"container": "lk-r1", "action": "die", "time_ns": 1793342502_500000000, "exit_code": 1}
+
+    def follower_exit(margs):
+        if not margs.get("exit_watch_s"):  # too close to the next poll to watch: still running
+            return {"containers": [container("lk-r1", head[:3])], "now": 1793342500.0, "health": {}, "meminfo": {},
+                    "exit_watch": {"events": [], "next_since": "1793342500.0"}}
+        if not head_watching.wait(margs["exit_watch_s"]):  # the rank exits while both nodes watch
+            return {"containers": [container("lk-r1", head[:3])], "now": 1793342500.0, "health": {}, "meminfo": {},
+                    "exit_watch": {"events": [], "next_since": "1793342500.0", "watched_s": margs["exit_watch_s"]}}
+        return {"containers": [container("lk-r1", crash, "exited", 1)], "now": 1793342502.6, "health": {},
+                "meminfo": {}, "exit_watch": {"events": [die], "next_since": "1793342502.500000001", "watched_s": 0.1}}
+
+    lead_script = [
+        lambda a: {"containers": [container("lk-r0", head)], "now": 1793342500.0, "api": {"accepts": False},
+                   "health": {}, "meminfo": {}, "exit_watch": {"events": [], "next_since": "1793342500.0"}},
+        head_watch,
+    ]
+    follow_script = [
+        lambda a: {"containers": [container("lk-r1", head[:3])], "now": 1793342500.0, "health": {}, "meminfo": {},
+                   "exit_watch": {"events": [], "next_since": "1793342500.0"}},
+        follower_exit,
+    ]
+    lead, lead_action = make_ctx(tmp_path, lead_script, me="spark-01", plan=plan, sync_timeout_s=3.0)
+    follower, follow_action = make_ctx(tmp_path, follow_script, me="spark-02", plan=plan)
+    results = {}
+    thread = threading.Thread(target=lambda: results.setdefault("follower", follower.wait({})))
+    thread.start()
+    results["lead"] = lead.wait({})
+    thread.join(10)
+    assert results["lead"]["failed"] and results["lead"]["culprits"] == [1]
+    # the head's call was still watching when the line named the exit
+    assert watched["head_watch_s"] > 0 and watched["named_during_the_call"]
+    assert results["lead"]["exit_seen"]["rank"] == 1 and results["lead"]["exit_seen"]["exit_code"] == 1
+    # the follower watched from where its previous call ended, so no exit falls between two calls
+    polls = [c for c in follow_action.calls if not c.get("bundle_dir")]
+    watching = [c for c in polls if c.get("exit_watch_s")]
+    assert "exit_watch_s" not in polls[0] and watching
+    sinces = [c["exit_watch_since"] for c in watching]
+    assert sinces[0] == "1793342500.0"
+    # and a call after the exit starts just after it: the same exit is not reported twice
+    assert set(sinces) <= {"1793342500.0", "1793342502.500000001"} and sinces == sorted(sinces, key=float)
+    with open(os.path.join(results["lead"]["bundle"], "verdict.json")) as handle:
+        assert json.load(handle)["exit_seen"]["container"] == "lk-r1"
+
+
+def test_without_the_exit_watch_the_wait_polls_as_before(tmp_path):
+    crash = fixture_lines("sglang-g1-scale-c.log")
+    head = lines_until("sglang-head.log", "32/64")
+    script = [
+        lambda a: {"containers": [container("lk-r0", head), container("lk-r1", head[:3])], "now": 1793342500.0,
+                   "api": {"accepts": False}, "health": {}, "meminfo": {}},
+        lambda a: {"containers": [container("lk-r0", []), container("lk-r1", crash, "exited", 1)],
+                   "now": 1793342501.0, "api": {"accepts": False}, "health": {}, "meminfo": {}},
+    ]
+    ctx, action = make_ctx(tmp_path, script, exit_watch=False)
+    result = ctx.wait({})
+    polls = [c for c in action.calls if not c.get("bundle_dir")]
+    assert result["failed"] and all("exit_watch_s" not in c for c in polls)
+    assert result["exit_seen"] is None
+
+
 def test_explain_message():
     matches, msg = lw.explain_message(
         "Error response from daemon: failed to create shim task: OCI runtime create failed: unable to start "

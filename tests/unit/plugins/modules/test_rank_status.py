@@ -62,7 +62,8 @@ def _container(name, rank, running=True, started="2026-10-30T06:00:00.000000000Z
 
 
 PARAMS = {"containers": [], "lane": None, "since": {}, "tail": 400, "max_lines": 5000, "api_probe": None,
-          "health_probes": [], "listen_ports": [], "bundle_dir": None, "command_timeout": 60}
+          "health_probes": [], "listen_ports": [], "bundle_dir": None, "command_timeout": 60, "exit_watch_s": 0.0,
+          "exit_watch_since": None}
 
 
 def test_report_finds_the_lane_containers_by_label_and_merges_their_log_streams():

@@ -380,3 +380,24 @@ def test_a_source_part_swapped_for_a_link_after_the_walk_is_not_copied(tmp_path,
     assert "\n" not in message
     copied = [os.path.join(root, name) for root, _dirs, names in os.walk(dest) for name in names]
     assert not any(open(path, "rb").read() == b"root:$6$secret" for path in copied)
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux-only")
+@pytest.mark.parametrize("direct_io", [True, False])
+def test_direct_io_decides_how_the_copies_are_written(tmp_path, monkeypatch, direct_io):
+    """weights_stage direct_io (issue #28): on by default, off writes every copy through the cache;
+    either way the staged files are the source's bytes."""
+    src, dest = str(tmp_path / "src"), str(tmp_path / "nfs" / "model")
+    files = make_source(src, n=2)
+    os.makedirs(os.path.dirname(dest))
+    real, first = os.open, {}
+
+    def spy(path, flag, *args, **kw):
+        if str(path).endswith(".part"):
+            first.setdefault(str(path), flag)  # a refused O_DIRECT open is retried without it
+        return real(path, flag, *args, **kw)
+
+    monkeypatch.setattr(os, "open", spy)
+    stage(src, dest, direct_io=direct_io)
+    assert len(first) == len(files)
+    assert {bool(flag & os.O_DIRECT) for flag in first.values()} == {direct_io} and sums_ok(dest)
