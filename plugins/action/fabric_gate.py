@@ -116,9 +116,9 @@ class ActionModule(LanekitAction):
             if _cache.reusable(stored.get("results") or [], again["status"]):
                 if again["blocking"]:
                     # Held, and still refused under this gate (a stored cannot_run with fabric_gate=strict).
+                    held = f"report: {path} (measured {stored.get('measured_at')})"
                     result.update(failed=True, run=False, status=again["status"], report_file=path,
-                                  msg="\n".join(_verdict.lines(again) + [f"report: {path} (measured "
-                                                                          f"{stored.get('measured_at')})"]))
+                                  msg="\n".join(_verdict.lines(again) + [held]))
                     return result
                 told = again["message"] if again["status"] == "pass" else " ".join(_verdict.lines(again))
                 result.update(run=False, verdict=again,
