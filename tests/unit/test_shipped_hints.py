@@ -68,3 +68,15 @@ def test_shipped_text_names_only_what_users_have(path):
     found = [f"line {number}: {offence}" for number, line in enumerate(text.splitlines(), 1)
              for offence in offences(line)]
     assert not found, f"{path}: " + "; ".join(found)
+
+
+@pytest.mark.parametrize("path", ["README.md"] + sorted(os.path.join("docs", n) for n in os.listdir(os.path.join(REPO, "docs"))
+                                                         if n.endswith(".md")))
+def test_the_readme_and_docs_cite_nothing_users_do_not_have(path):
+    # They name checkout paths on purpose (a developer's commands), but never the project's private
+    # references or the bring-up report's boot numbers.
+    with open(os.path.join(REPO, path), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    found = [f"line {number}: {m.group(0)!r}" for number, line in enumerate(lines, 1)
+             for m in FORBIDDEN[-1][0].finditer(line)]
+    assert not found, f"{path}: " + "; ".join(found)
