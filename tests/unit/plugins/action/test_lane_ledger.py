@@ -84,3 +84,12 @@ def test_check_mode_appends_nothing_and_bad_input_is_one_sentence(tmp_path):
     assert watch["failed"] and "lanekit.serving.lane_watch" in watch["msg"]
     empty = run({"mode": "show", "plan": _plan(tmp_path)})
     assert empty["records"] == [] and "ansible-playbook lanekit.serving.deploy_lane" in empty["msg"]
+
+
+def test_a_deploy_that_found_the_lane_serving_is_recorded_but_changes_nothing(tmp_path):
+    good = _plan(tmp_path)
+    booted = run({"mode": "append", "event": "deploy", "plan": good,
+                  "results": [{"status": "ready", "boot_s": 60.0, "ranks": []}]})
+    rerun = run({"mode": "append", "event": "deploy", "plan": good, "results": [], "serving": True})
+    assert booted["changed"] is True
+    assert rerun["record"]["outcome"] == "serving" and rerun["changed"] is False  # a re-run reports changed=0
