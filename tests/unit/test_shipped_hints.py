@@ -70,8 +70,10 @@ def test_shipped_text_names_only_what_users_have(path):
     assert not found, f"{path}: " + "; ".join(found)
 
 
-@pytest.mark.parametrize("path", ["README.md"] + sorted(os.path.join("docs", n) for n in os.listdir(os.path.join(REPO, "docs"))
-                                                         if n.endswith(".md")))
+DOCS = ["README.md"] + sorted(os.path.join("docs", n) for n in os.listdir(os.path.join(REPO, "docs")) if n.endswith(".md"))
+
+
+@pytest.mark.parametrize("path", DOCS)
 def test_the_readme_and_docs_cite_nothing_users_do_not_have(path):
     # They name checkout paths on purpose (a developer's commands), but never the project's private
     # references or the bring-up report's boot numbers.
