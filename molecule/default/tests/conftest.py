@@ -21,6 +21,8 @@ def pytest_configure(config):
                                        "(runs in the spark-nodes group)")
 
 
+# tryfirst: pytest-xdist reads the xdist_group marks in its own collection hook, which must see them.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     for item in items:
         cpu = item.path.name in CPU_NODE_SCENARIOS and not item.get_closest_marker("spark_nodes")
