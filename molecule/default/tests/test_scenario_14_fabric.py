@@ -127,7 +127,6 @@ def test_the_deploy_stops_before_any_rank_starts_on_a_slow_node(capped):
     assert ranks() == [], "a rank started although the fabric gate refused the lane"
 
 
-@pytest.mark.spark_nodes  # the stand-in lane's nodes and lock: in the other scenarios' worker (conftest.py)
 def test_a_stand_in_lane_says_the_gate_cannot_run():
     # inventories/sim sets fabric_gate: warn for its stand-in lanes (no torch in their images). The
     # converge's deploy measured it already, and a result the image owes is held (no probe starts again).
