@@ -117,10 +117,9 @@ class ActionModule(LanekitAction):
         if args["charts"] and record.event == "deploy" and record.outcome != "serving":
             records, _skipped = store.read(reports_dir)
             pngs, problem = charts.draw_ledger(reports_dir, records[-1:], args["python"], only_missing=False)
-        # The record is the controller's log of the run, not a change of the lane: a deploy that found the lane
-        # already serving its plan changed nothing, and says so (a re-run reports changed=0 everywhere).
-        lane_changed = not (record.event == "deploy" and record.outcome == "serving")
-        result.update(changed=lane_changed, record=record.to_dict(), ledger=store.ledger_path(reports_dir), pngs=pngs,
+        # The record is the controller's log of the run, not a change of the lane (as Ansible's own log is
+        # not): the phases that changed the lane say so themselves, and a re-run reports changed=0.
+        result.update(changed=False, record=record.to_dict(), ledger=store.ledger_path(reports_dir), pngs=pngs,
                       chart_note=problem, msg=f"Ledger record {record.boot}: {record.event} {record.outcome}.")
         return result
 

@@ -86,10 +86,12 @@ def test_check_mode_appends_nothing_and_bad_input_is_one_sentence(tmp_path):
     assert empty["records"] == [] and "ansible-playbook lanekit.serving.deploy_lane" in empty["msg"]
 
 
-def test_a_deploy_that_found_the_lane_serving_is_recorded_but_changes_nothing(tmp_path):
+def test_a_record_is_the_runs_log_not_a_change_of_the_lane(tmp_path):
+    # The phases that changed the lane report it; the ledger's append never does, so a re-run of a
+    # serving lane reports changed=0 and a changed flag changes only the ranks phase's tasks.
     good = _plan(tmp_path)
     booted = run({"mode": "append", "event": "deploy", "plan": good,
                   "results": [{"status": "ready", "boot_s": 60.0, "ranks": []}]})
     rerun = run({"mode": "append", "event": "deploy", "plan": good, "results": [], "serving": True})
-    assert booted["changed"] is True
-    assert rerun["record"]["outcome"] == "serving" and rerun["changed"] is False  # a re-run reports changed=0
+    assert booted["record"]["outcome"] == "ready" and booted["changed"] is False
+    assert rerun["record"]["outcome"] == "serving" and rerun["changed"] is False
