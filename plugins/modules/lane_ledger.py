@@ -17,8 +17,8 @@ description:
     milestones, the outcome, the cause (signature, evidence line, fix) and the bench summary.
   - An append is one write of the whole line to a file opened for appending, then C(fsync); a run killed in the
     middle leaves at most a torn last line, which a reader ignores and the next append does not continue.
-  - An append reports C(changed=false): the record is the run's log, not a change of the lane; the phases that
-    changed the lane report that themselves, and a re-run of a serving lane stays C(changed=0).
+  - An append reports C(changed=false), since the record is the run's log, not a change of the lane. The phases
+    that changed the lane report that themselves, and a re-run of a serving lane stays C(changed=0).
   - With O(mode=show) it prints the table Boot / When / Event / Result / Cause / What changed and draws the
     timeline PNGs the ledger lacks (C(timeline/boot-NNNN.png) per deploy, C(timeline/history.png)) with a
     Python that has matplotlib (the bench virtualenv's, or O(python)); without one the charts are skipped
