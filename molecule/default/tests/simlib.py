@@ -109,6 +109,10 @@ def forget_killed_payload(container: str, module: str) -> None:
     the test's own kill."""
     subprocess.run(["docker", "exec", container, "sh", "-c", f"rm -rf /tmp/ansible_lanekit.serving.{module}_payload_*"],
                    check=True)
+    # An async task's job directory in the login user's Ansible temp dir (its wrapper was killed too).
+    subprocess.run(["docker", "exec", container, "sh", "-c",
+                    f"grep -l . /home/*/.ansible/tmp/ansible-tmp-*/AnsiballZ_{module}.py 2>/dev/null"
+                    " | xargs -r -n1 dirname | xargs -r rm -rf"], check=False)
 
 
 def rank_containers(node: str, lane: str | None = None) -> list[dict]:

@@ -206,6 +206,8 @@ def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_
     finally:
         if pid:
             subprocess.run(["docker", "exec", builder, "kill", pid], check=False)
+        # The test's own file: scenario 12 checks that nothing is left in a node's shared temp dirs.
+        subprocess.run(["docker", "exec", builder, "rm", "-f", "/tmp/lanekit-fake-stream.pid"], check=False)
     # With the port free again the same run streams the image to spark-03, and only it changes.
     proc = run_playbook("build_images.yml")
     assert proc.returncode == 0
