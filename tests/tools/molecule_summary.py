@@ -23,8 +23,30 @@ _TASK = re.compile(r"^TASK \[(.*)\]")
 _MSG = re.compile(r'"msg": "((?:[^"\\]|\\.)*)"')
 
 
+_WRAPPED_START = re.compile(r"^(FAILED|ERROR)$|^(FAILED|ERROR) |^[0-9.]+s (call|setup|teardown)")
+
+
 def plain_lines(text: str) -> list[str]:
-    return [_BOX.sub("", _ANSI.sub("", line)) for line in text.splitlines()]
+    """The log without colours or molecule's box, with the lines molecule's console wrapped joined
+    again. The console wraps at its width: a line that filled the width was cut inside a word (joined
+    as is), a shorter one at a space (joined with one); only the lines a summary reads are joined,
+    the following lines of a wrapped one being indented by two spaces."""
+    raw = [_ANSI.sub("", line) for line in text.splitlines()]
+    width = max((len(line) for line in raw if _BOX.match(line)), default=0)
+    lines: list[str] = []
+    joining = False
+    previous_full = False
+    for line in raw:
+        boxed = bool(_BOX.match(line))
+        plain = _BOX.sub("", line)
+        if joining and boxed and plain.startswith("  ") and plain.strip():
+            lines[-1] += ("" if previous_full else " ") + plain.strip()
+            previous_full = len(line.rstrip()) >= width
+            continue
+        lines.append(plain)
+        joining = boxed and bool(_WRAPPED_START.match(plain))
+        previous_full = joining and len(line.rstrip()) >= width
+    return lines
 
 
 def words(test_id: str) -> str:
@@ -77,7 +99,15 @@ def summary(text: str) -> list[str]:
         if failed:
             reason = " ".join((failed.group(3) or "").split())[:200]
             failures.append(f"{failed.group(1).lower()} {words(failed.group(2))} -- {reason}")
-    failures += failed_tasks(lines)
+    # The tests' own playbook runs fail tasks on purpose: only the tasks of molecule's phases count.
+    in_verify = False
+    phase_lines = []
+    for line in lines:
+        if _PHASE.match(line):
+            in_verify = "verify:" in line and "Executing" in line
+        elif not in_verify:
+            phase_lines.append(line)
+    failures += failed_tasks(phase_lines)
     if failures:
         out.append(f"molecule: what failed ({len(failures)}):")
         out += [f"  {failure}" for failure in failures[-15:]]

@@ -40,3 +40,30 @@ def test_failures_come_last_as_words_with_their_reason_and_ignored_tasks_are_lef
     assert len(lines) == failed_at + 3
     assert "  256.43 s call: scenario 13 real vllm: real lane boots" in lines
     assert "[04:27:59] ERROR    default ➜ destroy: Executed: Failed" in lines  # the failed phase, with its time
+
+
+# Molecule's console boxes the verifier's output and wraps it at its width (here 40): a long word
+# is cut where the line is full, a sentence at a space.
+WRAPPED = """\
+[04:00:01] INFO     default ➜ verify: Executing
+  │ TASK [A test fails it on purpose] *
+  │ fatal: [spark-01]: FAILED! => {"a": 1}
+  │ 459.57s call
+  │   check/tests/test_scenario_13_real_vl
+  │   lm.py::test_the_real_lane
+  │ FAILED
+  │   tests/test_scenario_15_ledger.py::te
+  │   st_three_deploys - AssertionError:
+  │   a traceback reached the user
+  │ tests/test_scenario_15_ledger.py:65: A
+[04:27:46] ERROR    default ➜ verify: Executed: Failed
+"""
+
+
+def test_lines_the_console_wrapped_are_read_whole_and_the_tests_own_failed_tasks_are_not_failures() -> None:
+    lines = summary(WRAPPED)
+    assert "  459.57 s call: scenario 13 real vllm: the real lane" in lines, lines
+    failed_at = lines.index("molecule: what failed (1):")
+    assert lines[failed_at + 1] == (
+        "  failed scenario 15 ledger: three deploys -- AssertionError: a traceback reached the user"
+    )

@@ -137,7 +137,9 @@ def flat(output: str) -> str:
 
 
 def assert_no_traceback(output: str) -> None:
-    assert "Traceback (most recent call last)" not in output, "a traceback reached the user"
+    at = output.find("Traceback (most recent call last)")
+    # The task that printed it and the traceback itself: the failure says where to look.
+    assert at < 0, f"a traceback reached the user: {flat(output[max(0, at - 600):at + 2400])}"
 
 
 def record_timing(what: str, seconds: float, detail: str = "") -> None:
