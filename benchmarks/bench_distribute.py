@@ -26,8 +26,19 @@ another; each of those is one single-node transfer), the registry (push once, pu
 the parallel stream from the builder (star) and the relay (chain), and prints each time and its
 ratio to one single-node transfer. The caps are removed at the end, also on failure.
 
+With ``--auto`` it measures the default settings (``image_method: auto``, issue #28 part 4) on
+capped links (``--link-mbit``, default 100 there) in one run: a fresh image (the nodes hold the vLLM
+stand-in base but none of the image's own 128 MiB data layer) and then a patch-layer change (a new
+image whose only new layers are a small patch over the data layer every node now holds). The data
+layer is in a benchmark base image the script builds on the builder and pushes to the simulated
+registry, so a changed patch leaves it below, as a real re-deploy does. It prints each run's method
+line (which method auto chose and why), its fill and the ratio to one single-node transfer (the
+median of ``--one-samples`` serial ``docker save | docker load`` over the capped fabric), against the
+goals: fresh <= 1.3, patch <= 0.3.
+
     .venv/bin/python benchmarks/bench_distribute.py [--blob-mib 1024] [--method stream|registry|relay]
     .venv/bin/python benchmarks/bench_distribute.py --link-mbit 100 --blob-mib 128
+    .venv/bin/python benchmarks/bench_distribute.py --auto
 """
 from __future__ import annotations
 
@@ -94,29 +105,38 @@ def check_sim() -> None:
                      f"Bring the simulated cluster up first (make sim-up).")
 
 
-def write_spec(blob_mib: int, pins: dict) -> dict:
-    """The benchmark image spec under .sim/bench/images/bench-blob; returns the plan's image section."""
+def base_digest(pins: dict) -> str:
+    digest = (pins.get(BASE_IMAGE) or {}).get("amd64")
+    if not digest:
+        sys.exit(f"sim_pins.yml has no amd64 digest for {BASE_IMAGE}; re-run make sim-up.")
+    return digest
+
+
+def write_spec(blob_mib: int, pins: dict, upstream: dict | None = None, patch_text: str = "") -> dict:
+    """The benchmark image spec under .sim/bench/images/bench-blob; returns the plan's image section.
+
+    By default the vLLM stand-in plus a patch that writes the random data; with ``upstream`` (a base
+    that holds the data already) and ``patch_text``, that base plus that one small patch."""
     name = "bench-blob"
     images_dir = os.path.join(WORK, "images")
     spec_dir = os.path.join(images_dir, name)
     shutil.rmtree(spec_dir, ignore_errors=True)
     os.makedirs(os.path.join(spec_dir, "patches"))
-    digest = (pins.get(BASE_IMAGE) or {}).get("amd64")
-    if not digest:
-        sys.exit(f"sim_pins.yml has no amd64 digest for {BASE_IMAGE}; re-run make sim-up.")
+    patch_name = "make_blob.py" if upstream is None else "bench_patch.py"
     spec = {
         "name": name,
         "description": f"Benchmark image: the vLLM stand-in plus {blob_mib} MiB of random data.",
-        "upstream": {"repository": "vllm/vllm-openai", "tag": "mistral-large-4", "digests": {"amd64": digest}},
+        "upstream": upstream or {"repository": "vllm/vllm-openai", "tag": "mistral-large-4",
+                                 "digests": {"amd64": base_digest(pins)}},
         "entrypoint": ["vllm", "serve"],
-        "patches": [{"file": "patches/make_blob.py"}],
+        "patches": [{"file": f"patches/{patch_name}"}],
         "lanes": ["benchmark"],
     }
     with open(os.path.join(spec_dir, "image.yml"), "w", encoding="utf-8") as handle:
         yaml.safe_dump(spec, handle, sort_keys=False)
-    patch = os.path.join(spec_dir, "patches", "make_blob.py")
+    patch = os.path.join(spec_dir, "patches", patch_name)
     with open(patch, "w", encoding="utf-8") as handle:
-        handle.write(BLOB_PATCH.format(mib=blob_mib))
+        handle.write(patch_text if upstream is not None else BLOB_PATCH.format(mib=blob_mib))
     os.chmod(patch, 0o644)
     resolved = resolve_image(load_image_spec(images_dir, name), "amd64", {})
     keys = ("name", "ref", "content_hash", "base_ref", "base_digest", "arch", "platform", "pinned", "pin_problem",
@@ -151,15 +171,17 @@ def task_seconds(log_text: str, name: str) -> float:
     return 0.0
 
 
-def run_role(playbook: str, plan_image: dict, method: str, label: str, delta: bool = True) -> tuple[float, str]:
+def run_role(playbook: str, plan_image: dict, method: str | None, label: str, delta: bool = True,
+             tags: str = "") -> tuple[float, str]:
+    """Run the image role; ``method`` None runs the role's default settings (no method, no delta given)."""
     extra = {
-        "image_stream_delta": delta,
         "image_plan": plan_image,
         "image_lock_file": os.path.join(WORK, "bench-blob.image.lock.yml"),
         "image_lock_update": True,
-        "image_method": method,
         "image_builder": BUILDER,
     }
+    if method is not None:
+        extra.update(image_method=method, image_stream_delta=delta)
     if method == "registry":
         extra["image_registry"] = SIM_REGISTRY
     extra_file = os.path.join(WORK, "extra.json")
@@ -169,8 +191,9 @@ def run_role(playbook: str, plan_image: dict, method: str, label: str, delta: bo
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks")
     binary = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
     start = time.monotonic()
-    done = subprocess.run([binary, "-i", os.path.join(REPO, "inventories", "sim"), playbook, "-e", f"@{extra_file}"],
-                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    argv = [binary, "-i", os.path.join(REPO, "inventories", "sim"), playbook, "-e", f"@{extra_file}"]
+    done = subprocess.run(argv + (["--tags", tags] if tags else []), cwd=REPO, env=env, capture_output=True,
+                          text=True, check=False)
     seconds = time.monotonic() - start
     with open(os.path.join(WORK, f"{label}.log"), "w", encoding="utf-8") as handle:
         handle.write(done.stdout + done.stderr)
@@ -181,12 +204,20 @@ def run_role(playbook: str, plan_image: dict, method: str, label: str, delta: bo
     recap = [line for line in lines if line.startswith("spark-")]
     said = [line.strip().strip("-").strip().strip("'") for line in lines
             if line.strip().startswith("- ") and ": " in line and ("loaded" in line or "current" in line or "pulled" in line)]
+    recap += [f"  {line}" for line in method_lines(done.stdout)]
     if said:
         recap += ["  nodes:"] + ["    " + line for line in said]
     if "TASKS RECAP" in done.stdout:
         top = lines[lines.index(next(text for text in lines if text.startswith("TASKS RECAP"))) + 3:][:5]
         recap += ["  slowest tasks:"] + ["    " + line for line in top]
     return seconds, "\n".join(recap)
+
+
+def method_lines(stdout: str) -> list[str]:
+    """The image role's "image method auto: ..." lines (the debug message, however the YAML callback
+    folded or quoted it)."""
+    flat = " ".join(stdout.split())
+    return [found.replace("''", "'").strip() for found in re.findall(r"image method auto: (?:[^']|'')*", flat)]
 
 
 def remove_everywhere_but_builder(ref: str) -> None:
@@ -311,6 +342,102 @@ def link_bound(args, playbook: str, plan_image: dict, ref: str, size: int) -> in
     return 0
 
 
+# --auto: the default settings on a fresh image and on a patch-layer change (issue #28 part 4).
+BASE_REPOSITORY = f"{SIM_REGISTRY}/lanekit-bench/blob-base"
+BLOB_RUN = ("import os; os.makedirs('/opt/bench', exist_ok=True); handle = open('/opt/bench/blob', 'wb'); "
+            "[handle.write(os.urandom(4 << 20)) for _ in range({mib} // 4)]; handle.close()")
+PATCH_TEXT = '''#!/usr/bin/env python3
+"""Benchmark patch {round}: {kib} KiB in /opt/bench/patch (a changed patch layer over the data layer)."""
+import os
+with open("/opt/bench/patch", "wb") as handle:
+    handle.write(os.urandom({kib} << 10))
+print("bench patch {round} written")
+'''
+
+
+def build_blob_base(blob_mib: int, pins: dict) -> dict:
+    """The stand-in base plus the random data layer, built on the builder and pushed to the simulated
+    registry (a base needs a digest to be pinned); returns the spec's upstream section."""
+    tag = f"{BASE_REPOSITORY}:{blob_mib}m-{int(time.time())}"
+    dockerfile = f"FROM vllm/vllm-openai@{base_digest(pins)}\nRUN {json.dumps(['python3', '-c', BLOB_RUN.format(mib=blob_mib)])}\n"
+    done = subprocess.run(["docker", "exec", "-i", CONTAINER.format(BUILDER), "docker", "build", "--tag", tag, "-"],
+                          input=dockerfile, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"building the benchmark base {tag} on {BUILDER} failed: {done.stderr.strip()[-800:]}")
+    docker_exec(BUILDER, "image", "push", tag)
+    digests = json.loads(docker_exec(BUILDER, "image", "inspect", "--format", "{{json .RepoDigests}}", tag).stdout)
+    digest = next((d.split("@", 1)[1] for d in digests or [] if d.startswith(BASE_REPOSITORY + "@")), "")
+    if not digest:
+        sys.exit(f"{tag} was pushed but {BUILDER} reports no digest for it in {BASE_REPOSITORY} ({digests}).")
+    log(f"  benchmark base {BASE_REPOSITORY}@{digest[:19]}: stand-in + {blob_mib} MiB data layer")
+    return {"repository": BASE_REPOSITORY, "tag": tag.rsplit(":", 1)[1], "digests": {"amd64": digest}}
+
+
+def auto_run(playbook: str, plan_image: dict, label: str) -> tuple[float, float, list[str]]:
+    """The role with its default settings: (playbook seconds, fill seconds, method lines)."""
+    seconds, recap = run_role(playbook, plan_image, None, label)
+    log(recap)
+    with open(os.path.join(WORK, f"{label}.log"), encoding="utf-8") as handle:
+        text = handle.read()
+    lines = method_lines(text)
+    if not lines:
+        sys.exit(f"{label}: the run printed no 'image method auto:' line; is image_method auto the role's default? "
+                 f"See {WORK}/{label}.log")
+    return seconds, task_seconds(text, DISTRIBUTE_TASK) or seconds, lines
+
+
+def auto_mode(args, playbook: str) -> int:
+    """Fresh image and patch-layer change with the default settings, on capped links, in one run."""
+    pins = sim_pins()
+    upstream = build_blob_base(args.blob_mib, pins)
+    images = [write_spec(args.blob_mib, pins, upstream, PATCH_TEXT.format(round=n, kib=args.patch_kib)) for n in (1, 2)]
+    refs = [image["ref"] for image in images]
+    for n, image in enumerate(images, start=1):
+        # Each image is built (and locked) up front, untimed: the timed runs only distribute.
+        write_spec(args.blob_mib, pins, upstream, PATCH_TEXT.format(round=n, kib=args.patch_kib))
+        run_role(playbook, image, None, f"auto-build-{n}", tags="image_preflight,image_build")
+    size = image_bytes(refs[0])
+    set_links(args.link_mbit)
+    try:
+        log(f"one transfer: serial docker save | docker load of {refs[0]} over the fabric, {args.one_samples} node(s)")
+        one_times = []
+        for node in NODES[1:1 + args.one_samples]:
+            remove_everywhere_but_builder(refs[0])
+            one_times.append(fabric_save_load(refs[0], node))
+            log(f"  {node} loaded in {one_times[-1]:.1f} s")
+        one = sorted(one_times)[len(one_times) // 2]
+
+        remove_everywhere_but_builder(refs[0])
+        write_spec(args.blob_mib, pins, upstream, PATCH_TEXT.format(round=1, kib=args.patch_kib))
+        log("default settings, fresh image: 7 nodes hold the stand-in base, not the data layer nor the patch")
+        fresh = auto_run(playbook, images[0], "auto-fresh")
+        write_spec(args.blob_mib, pins, upstream, PATCH_TEXT.format(round=2, kib=args.patch_kib))
+        log(f"default settings, patch-layer change: every node holds {refs[0]}; {refs[1]} changes the patch")
+        patch = auto_run(playbook, images[1], "auto-patch")
+    finally:
+        set_links(0)
+        if not args.keep:
+            for ref in refs:
+                remove_everywhere_but_builder(ref)
+                docker_exec(BUILDER, "image", "rm", "--force", ref, check=False)
+            docker_exec(BUILDER, "image", "rm", "--force", f"{BASE_REPOSITORY}:{upstream['tag']}", check=False)
+
+    log("")
+    log(f"images {refs[0]} / {refs[1]}, {size / (1 << 30):.2f} GiB (docker's size), {len(NODES) - 1} nodes from "
+        f"{BUILDER}, links capped at {args.link_mbit} Mbit/s, default settings (image_method auto)")
+    log(f"one single-node transfer (median of {len(one_times)} serial ones): {one:7.1f} s")
+    log(f"{'run':28s} {'playbook':>9s} {'fill':>8s} {'fill / one transfer':>20s} {'goal':>6s}")
+    for label, (seconds, fill, _lines), goal in (("fresh image", fresh, 1.3), ("patch-layer change", patch, 0.3)):
+        verdict = "met" if fill / one <= goal else "NOT met"
+        log(f"{label:28s} {seconds:8.1f}s {fill:7.1f}s {fill / one:19.2f}x {goal:5.1f}x  {verdict}")
+    for label, (_seconds, _fill, lines), _goal in (("fresh", fresh, 0), ("patch", patch, 0)):
+        for line in lines:
+            log(f"{label}: {line}")
+    log("fill: the nodes' transfer and exec probe (profile_tasks of the distribute task); one transfer: the whole "
+        "docker save over one capped link into docker load.")
+    return 0
+
+
 def image_bytes(ref: str) -> int:
     done = docker_exec(BUILDER, "image", "inspect", "--format", "{{.Size}}", ref)
     return int(done.stdout.strip())
@@ -318,17 +445,31 @@ def image_bytes(ref: str) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--blob-mib", type=int, default=1024, help="random payload in MiB (default 1024)")
+    parser.add_argument("--blob-mib", type=int, default=None, help="random payload in MiB (default 1024; 128 with --auto)")
     parser.add_argument("--method", choices=["stream", "registry", "relay"], default="stream")
     parser.add_argument("--link-mbit", type=int, default=0,
                         help="cap every simulated link at N Mbit/s and compare serial, registry, star and relay")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark image on the nodes")
     parser.add_argument("--no-delta", action="store_true",
                         help="stream whole images even where a node holds the bottom layers (image_stream_delta=false)")
+    parser.add_argument("--auto", action="store_true",
+                        help="the default settings (image_method auto) on a fresh image and a patch-layer change, on capped "
+                             "links (--link-mbit, default 100 here; --blob-mib default 128 here)")
+    parser.add_argument("--patch-kib", type=int, default=256, help="with --auto, the changed patch layer's payload in KiB")
+    parser.add_argument("--one-samples", type=int, default=3,
+                        help="with --auto, single-node transfers timed for the one-transfer baseline (median)")
     args = parser.parse_args()
 
     check_sim()
     os.makedirs(WORK, exist_ok=True)
+    if args.auto:
+        # The link-bound regime of the relay's measurement (docs/benchmarks.md), unless told otherwise.
+        args.link_mbit = args.link_mbit or 100
+        args.blob_mib = args.blob_mib or 128
+        log(f"benchmark: default settings on {len(NODES)} nodes, links capped at {args.link_mbit} Mbit/s, "
+            f"data layer {args.blob_mib} MiB, patch {args.patch_kib} KiB")
+        return auto_mode(args, write_playbook())
+    args.blob_mib = args.blob_mib or 1024
     plan_image = write_spec(args.blob_mib, sim_pins())
     playbook = write_playbook()
     ref = plan_image["ref"]

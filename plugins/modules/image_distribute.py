@@ -271,7 +271,6 @@ commands:
   elements: list
 """
 
-import json
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -280,7 +279,6 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import (
     DockerCLI,
     DockerError,
-    chain_ids,
     tail,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
@@ -317,25 +315,9 @@ class ImageDistributor(DockerManager):
         self.docker.tag(registry_ref, self.params["ref"])
         return 0
 
-    def _present_chains(self) -> list:
-        """Chain IDs of every layer stack the local images hold (empty if they cannot be listed)."""
-        try:
-            _rc, out, _err = self.docker.run(["image", "ls", "--all", "--quiet", "--no-trunc"], record=False)
-            ids = sorted({line.strip() for line in out.splitlines() if line.strip()})
-            if not ids:
-                return []
-            rc, out, _err = self.docker.run(["image", "inspect"] + ids, check=False, record=False)
-            images = json.loads(out) if rc == 0 else []
-        except (LanekitError, ValueError):
-            return []
-        chains = set()
-        for image in images if isinstance(images, list) else []:
-            chains.update(chain_ids(((image or {}).get("RootFS") or {}).get("Layers") or []))
-        return sorted(chains)
-
     def _stream(self) -> int:
         """Load the image from the source; a shortened (delta) stream that fails is retried whole."""
-        have = self._present_chains() if self.params["delta"] else []
+        have = self.present_chains() if self.params["delta"] else []
         if not have:
             return self._stream_once([])
         try:

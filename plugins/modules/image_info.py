@@ -14,6 +14,10 @@ description:
     label, the digest of its layer list (RV(pin.rootfs)), its registry digests and local Id.
   - With O(content_hash) (and optionally O(rootfs)) it also says whether the node holds exactly
     that image (RV(current)) and, if not, why (RV(mismatch)).
+  - With O(layers) (an image's layer list) it also says how many bottom layers of that list the node
+    already holds (RV(held_layers)); with O(sizes) it reports the layers of O(ref) and their sizes
+    (RV(image_layers), RV(layer_sizes)). The role's V(auto) method reads both to tell how much of the
+    image each node lacks before it picks the stream or the relay.
   - Never changes anything. The C(lanekit.serving.image) role runs it on every node before and
     after distributing, to skip current nodes and to name the nodes whose pin differs.
 author:
@@ -37,6 +41,20 @@ options:
       - The digest of the image's run-relevant configuration (entrypoint, command, env, user, labels, ... with
         the platform and the layer list) the image must have, from the builder or the lock.
     type: str
+  layers:
+    description:
+      - The image's layer list (C(RootFS.Layers), bottom first), as RV(image_layers) reports it on the builder.
+      - When given, RV(held_layers) says how many bottom layers of it this node holds, in any local image (a
+        shortened stream leaves those out). Costs one listing of the node's images unless the node is current.
+    type: list
+    elements: str
+    default: []
+  sizes:
+    description:
+      - Report the layers of O(ref) (RV(image_layers)) and the bytes of each (RV(layer_sizes), from
+        C(docker image history)).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -110,6 +128,23 @@ local_copy:
     - Empty when there is none or the image is current.
   returned: always
   type: str
+held_layers:
+  description:
+    - How many bottom layers of O(layers) this node holds (all of them when it is current); 0 without O(layers).
+  returned: always
+  type: int
+image_layers:
+  description: The layers of O(ref) (C(RootFS.Layers), bottom first) with O(sizes); empty otherwise or when absent.
+  returned: always
+  type: list
+  elements: str
+layer_sizes:
+  description:
+    - With O(sizes), the bytes of each of RV(image_layers), bottom first. Empty without O(sizes) or when the image's
+      history cannot be matched to its layers (0-byte layers that cannot be told from configuration steps).
+  returned: always
+  type: list
+  elements: int
 engine:
   description: The docker engine's architecture on this node.
   returned: always
@@ -120,6 +155,7 @@ engine:
       type: str
 """
 
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import image_pin
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
     DockerManager,
     pin_options,
@@ -131,15 +167,23 @@ class ImageInfo(DockerManager):
     """Report the pin of one image on this node; changes nothing."""
 
     def run(self) -> dict:
-        pin = self.inspect_pin()
+        inspect = self.docker.inspect_image(self.params["ref"])
+        pin = image_pin(inspect)
         mismatch = ""
         if self.params["content_hash"]:
             mismatch = self.pin_problem(pin) or ""
+        current = bool(self.params["content_hash"]) and not mismatch
+        wanted = list(self.params["layers"] or [])
+        image_layers = list(((inspect or {}).get("RootFS") or {}).get("Layers") or []) if self.params["sizes"] else []
         return {
             "changed": False,
             "pin": pin,
-            "current": bool(self.params["content_hash"]) and not mismatch,
+            "current": current,
             "mismatch": mismatch,
+            # A current node holds every layer: no need to list its images.
+            "held_layers": len(wanted) if current else self.held_layers(wanted),
+            "image_layers": image_layers,
+            "layer_sizes": self.layer_sizes(self.params["ref"], image_layers),
             # A node that only lost the tag is repaired by re-tagging: it needs no transfer.
             "local_copy": self.local_copy() if mismatch else "",
             "engine": {"arch": self.docker.server_arch()},
@@ -147,7 +191,9 @@ class ImageInfo(DockerManager):
 
 
 def main() -> None:
-    run_docker_module(ImageInfo, pin_options(content_hash_required=False))
+    run_docker_module(ImageInfo, dict(pin_options(content_hash_required=False),
+                                      layers=dict(type="list", elements="str", default=[]),
+                                      sizes=dict(type="bool", default=False)))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ This lives apart from ``_docker_cli`` so that the CLI wrapper and the stream pro
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -22,8 +23,14 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import (
     LABEL_CONTENT_HASH,
     DockerCLI,
+    chain_ids,
     image_pin,
     pin_mismatch,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._image._layers import (
+    held_prefix,
+    layer_sizes,
+    parse_history,
 )
 
 
@@ -89,6 +96,35 @@ class DockerManager:
             if not self.pin_problem(self.inspect_pin(image_id)):
                 return image_id
         return ""
+
+    def present_chains(self) -> list:
+        """Chain IDs of every layer stack the local images hold (empty if they cannot be listed)."""
+        try:
+            _rc, out, _err = self.docker.run(["image", "ls", "--all", "--quiet", "--no-trunc"], record=False)
+            ids = sorted({line.strip() for line in out.splitlines() if line.strip()})
+            if not ids:
+                return []
+            rc, out, _err = self.docker.run(["image", "inspect"] + ids, check=False, record=False)
+            images = json.loads(out) if rc == 0 else []
+        except (LanekitError, ValueError):
+            return []
+        chains = set()
+        for image in images if isinstance(images, list) else []:
+            chains.update(chain_ids(((image or {}).get("RootFS") or {}).get("Layers") or []))
+        return sorted(chains)
+
+    def held_layers(self, layers: list) -> int:
+        """How many bottom layers of ``layers`` (an image's ``RootFS.Layers``) this node holds."""
+        return held_prefix(chain_ids(layers), self.present_chains()) if layers else 0
+
+    def layer_sizes(self, ref: str, layers: list) -> list:
+        """Bytes of each of ``ref``'s ``layers``, bottom first, from ``docker image history``; [] when
+        the history cannot be read or matched to the layers (the caller then knows no sizes)."""
+        if not layers:
+            return []
+        rc, out, _err = self.docker.run(["image", "history", "--human=false", "--format", "{{.Size}} {{json .CreatedBy}}", ref],
+                                        check=False, record=False)
+        return layer_sizes(parse_history(out), len(layers)) if rc == 0 else []
 
     def pin_problem(self, pin: dict) -> str | None:
         """Why ``pin`` is not the image the ``content_hash``, ``rootfs`` and ``config`` options ask for, or None."""

@@ -20,6 +20,7 @@ import time
 from typing import IO, Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import chain_ids
+from ansible_collections.lanekit.serving.plugins.module_utils._image._layers import held_prefix
 from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_map
 from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import CHUNK, SaveSpool
 from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
@@ -63,11 +64,7 @@ class StreamServer:
         """How many bottom layers of the image the target already holds (by chain ID)."""
         if not isinstance(have, list) or not have:
             return 0
-        present = set(str(item) for item in have)
-        for count in range(len(self.chains), 0, -1):
-            if self.chains[count - 1] in present:
-                return count
-        return 0
+        return held_prefix(self.chains, have)
 
     def touch(self) -> None:
         with self.lock:

@@ -1,5 +1,6 @@
 """roles/image distributes by one task file per method (issue 24, part 4): main.yml includes
-distribute_<image_method>.yml after the method was checked, and no file asks which method runs."""
+distribute_<method>.yml after the method was checked and chosen (image_method, or auto's choice in
+method.yml, issue 28 part 4), and no file asks which method runs."""
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ def _load(name: str) -> list[dict]:
 def test_the_methods_the_role_accepts_each_have_their_file():
     with open(os.path.join(REPO, "roles", "image", "meta", "argument_specs.yml"), encoding="utf-8") as handle:
         spec = yaml.safe_load(handle)["argument_specs"]["main"]["options"]["image_method"]
-    assert sorted(spec["choices"]) == sorted(METHODS)
+    assert sorted(spec["choices"]) == sorted(METHODS + ("auto",)) and spec["default"] == "auto"
     assert sorted(f for f in os.listdir(TASKS) if f.startswith("distribute")) == sorted(
         f"distribute_{m}.yml" for m in METHODS)
 
@@ -30,9 +31,13 @@ def test_main_includes_the_file_of_the_method_after_checking_it():
     main = _load("main.yml")
     names = [t["name"] for t in main]
     include = next(t for t in main if t["name"] == "Distribute the image to the nodes")
-    assert include["ansible.builtin.include_tasks"]["file"] == "distribute_{{ image_method }}.yml"
-    assert names.index("Check the inputs and read the lock") < names.index("Distribute the image to the nodes")
-    assert "image_method in ['registry', 'stream', 'relay']" in str(_load("preflight.yml"))
+    assert include["ansible.builtin.include_tasks"]["file"] == "distribute_{{ __image_method_used }}.yml"
+    assert names.index("Check the inputs and read the lock") < names.index("Choose how to distribute the image") \
+        < names.index("Distribute the image to the nodes")
+    assert "image_method in ['auto', 'registry', 'stream', 'relay']" in str(_load("preflight.yml"))
+    used = next(t for t in _load("method.yml") if t["name"] == "Note this run's method")
+    assert used["ansible.builtin.set_fact"]["__image_method_used"] == (
+        "{{ __image_choice.method if image_method == 'auto' else image_method }}")
 
 
 @pytest.mark.parametrize("method", METHODS)

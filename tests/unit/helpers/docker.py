@@ -75,6 +75,7 @@ class FakeEngine:
         self.build_result = None  # callable(argv) -> (rc, out, err); default: creates the image
         self.pulls = {}           # ref -> inspect dict made available by a pull
         self.probe_failures = 0
+        self.histories = {}       # ref -> `docker image history` output (newest first)
 
     def add(self, ref, labels=None, layers=("sha256:" + "11" * 32,), arch=None, image_id=None, repo_digests=()):
         inspect = {
@@ -96,6 +97,11 @@ class FakeEngine:
             if None in found:
                 return 1, "[]", f"Error: No such image: {args[2 + found.index(None)]}"
             return 0, json.dumps(found), ""
+        if args[:2] == ["image", "history"]:
+            ref = args[-1]
+            if ref not in self.histories:
+                return 1, "", f"Error response from daemon: No such image: {ref}"
+            return 0, self.histories[ref], ""
         if args[:1] == ["version"]:
             return 0, json.dumps({"Arch": self.arch, "Version": "20.10.24"}), ""
         if args[:2] == ["image", "pull"]:
