@@ -21,6 +21,9 @@ HEADER = ("Boot", "When", "Event", "Result", "Cause", "What changed")
 FORMATS = ("text", "md", "json")
 # Text cells longer than this are cut (the Markdown and the JSON keep them whole).
 TEXT_WIDTH = 60
+# In the text table each value of a change is cut to this, so that a long value (an error line put
+# in an env var) does not hide what it became: "env X: AttributeError: 'Fu… -> unset".
+TEXT_VALUE_WIDTH = 24
 _RANK_PREFIX = re.compile(r"^ranks? [\d, -]+ ")
 
 
@@ -52,8 +55,18 @@ def cause_cell(record: LedgerRecord) -> str:
     return record.note or "-"
 
 
-def changed_cell(record: LedgerRecord) -> str:
-    """The plan diff's lines without their rank prefix ('argv --max-num-seqs: 128 -> 64'), '-' for none."""
+def _short_values(line: str, width: int) -> str:
+    """'env X: <old> -> <new>' with each value cut to ``width`` (a line without ' -> ' as it is)."""
+    key, sep, change = line.partition(": ")
+    old, arrow, new = change.partition(" -> ")
+    if not sep or not arrow:
+        return line
+    return f"{key}: {_cut(old, width)} -> {_cut(new, width)}"
+
+
+def changed_cell(record: LedgerRecord, value_width: int = 0) -> str:
+    """The plan diff's lines without their rank prefix ('argv --max-num-seqs: 128 -> 64'), '-' for none;
+    with ``value_width``, each line's old and new values cut to it."""
     if not record.changes and not record.changed_keys:
         return "-"
     if record.changes == ["no previous plan in the ledger"]:
@@ -61,15 +74,17 @@ def changed_cell(record: LedgerRecord) -> str:
     lines = []
     for line in record.changes or record.changed_keys:
         short = _RANK_PREFIX.sub("", line)
+        if value_width:
+            short = _short_values(short, value_width)
         if short not in lines:
             lines.append(short)
     text = "; ".join(lines[:2])
     return text + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
 
 
-def rows(records: Sequence[LedgerRecord]) -> list[tuple[str, ...]]:
+def rows(records: Sequence[LedgerRecord], value_width: int = 0) -> list[tuple[str, ...]]:
     return [(str(r.boot), r.time.replace("T", " ").rstrip("Z"), r.event, result_cell(r), cause_cell(r),
-             changed_cell(r)) for r in records]
+             changed_cell(r, value_width)) for r in records]
 
 
 def _cut(text: str, width: int) -> str:
@@ -77,7 +92,7 @@ def _cut(text: str, width: int) -> str:
 
 
 def render_text(records: Sequence[LedgerRecord], lane: str = "") -> list[str]:
-    table = [HEADER] + [tuple(_cut(c, TEXT_WIDTH) for c in row) for row in rows(records)]
+    table = [HEADER] + [tuple(_cut(c, TEXT_WIDTH) for c in row) for row in rows(records, TEXT_VALUE_WIDTH)]
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
     out = [f"ledger of lane {lane}: {len(records)} records"] if lane else []
     out += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]

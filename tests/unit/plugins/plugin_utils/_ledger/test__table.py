@@ -37,6 +37,16 @@ def test_three_rows_with_result_cause_and_what_changed():
     assert "healed in 5m01s, first token 0.20 s" in rows[2] and rows[2].endswith("-")
 
 
+def test_a_long_value_is_cut_so_the_text_row_still_says_what_it_became():
+    records = ledger()
+    line = "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'"
+    records[1].changes = [f"ranks 0-7 env STANDIN_FAULT_LINE: {line} -> unset",
+                          "ranks 0-7 env STANDIN_FAULT_PHASE: load -> unset"]
+    row = table.render(records, "text")[2]
+    assert "env STANDIN_FAULT_LINE: AttributeError: 'FusedM… -> unset;" in row, row
+    assert line in table.render(records, "md")[3]  # the Markdown keeps the value whole
+
+
 def test_markdown_carries_the_fix_and_json_the_records():
     md = table.render(ledger(), "md", "l")
     assert md[2] == "| Boot | When | Event | Result | Cause | What changed |"
