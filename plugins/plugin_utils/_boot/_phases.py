@@ -11,8 +11,8 @@ ranks and readiness phases always run for a lane that does not serve its plan.
 
 A phase may be skipped only when the run asks it for nothing more than the probe proved: the
 weights phase staged with ``weights_verify=full`` re-hashes every file, ``weights_prune`` removes
-files, and another path, revision, model id or layout (``-e weights_*``) is another proof than
-the plan's; the image phase with ``image_rebuild=always`` rebuilds on purpose.
+files, and another path, revision, model id, layout or source (``-e weights_*``) is another proof
+than the plan's; the image phase with ``image_rebuild=always`` rebuilds on purpose.
 
 Pure: no I/O, no Ansible imports.
 """
@@ -61,14 +61,14 @@ def weights_runs_more(plan_weights: Mapping[str, Any] | None, settings: Mapping[
 
     ``settings`` are the weights role's variables as the phase sees them (``weights_verify``,
     ``weights_prune``, ``weights_path``, ``weights_revision``, ``weights_model_id``,
-    ``weights_layout``); unset or empty ones are the plan's.
+    ``weights_layout``, ``weights_source``); unset or empty ones are the plan's. An unpinned revision
+    (a local mirror) is skipped on the same proof a serving lane's re-run always skipped it on: the
+    manifest in the plan's path and every file's size.
     """
     plan = plan_weights or {}
     out = []
     if not plan.get("path"):
         out.append("the plan names no weights path, so the probe checked none")
-    if not plan.get("revision"):
-        out.append("the plan pins no weights revision, so the probe cannot tie the directory to the source")
     if str(settings.get("weights_verify") or "quick") != "quick":
         out.append(f"weights_verify={settings.get('weights_verify')} re-hashes every staged file")
     if _truthy(settings.get("weights_prune")):
@@ -79,6 +79,10 @@ def weights_runs_more(plan_weights: Mapping[str, Any] | None, settings: Mapping[
     layout = settings.get("weights_layout")
     if _given(layout) and str(layout) != str(plan.get("layout") or "any"):
         out.append(f"weights_layout={layout} is not the layout of the plan the probe checked")
+    # The role's default source for a plan without one is the Hub.
+    source = settings.get("weights_source")
+    if isinstance(source, Mapping) and source and dict(source) != dict(plan.get("source") or {"kind": "hf"}):
+        out.append(f"weights_source={dict(source)} is not the source of the plan")
     return out
 
 

@@ -63,7 +63,8 @@ def test_a_phase_the_probe_did_not_settle_runs_without_a_word():
 def test_the_plans_own_settings_ask_nothing_more_of_the_weights_phase():
     # What the weights role's defaults resolve to for this plan.
     settings = {"weights_verify": "quick", "weights_prune": False, "weights_path": WEIGHTS["path"],
-                "weights_revision": REV, "weights_model_id": "org/m", "weights_layout": "hf"}
+                "weights_revision": REV, "weights_model_id": "org/m", "weights_layout": "hf",
+                "weights_source": {"kind": "hf"}}
     assert weights_runs_more(WEIGHTS, settings) == []
     assert weights_runs_more(WEIGHTS, {}) == []
     # A plan without a layout: the role's default 'any' is the plan's.
@@ -78,6 +79,7 @@ def test_the_plans_own_settings_ask_nothing_more_of_the_weights_phase():
     ({"weights_path": "/mnt/models/other"}, "weights_path=/mnt/models/other is not the path of the plan"),
     ({"weights_model_id": "org/other"}, "weights_model_id=org/other is not the model_id of the plan"),
     ({"weights_layout": "mistral_consolidated"}, "weights_layout=mistral_consolidated is not the layout of the plan"),
+    ({"weights_source": {"kind": "local", "path": "/srv/other"}}, "is not the source of the plan"),
 ])
 def test_a_run_that_asks_the_weights_phase_for_more_runs_it_and_says_why(settings, said):
     assert any(said in reason for reason in weights_runs_more(WEIGHTS, settings))
@@ -87,10 +89,13 @@ def test_a_run_that_asks_the_weights_phase_for_more_runs_it_and_says_why(setting
     assert said in decision["why"]
 
 
-def test_unpinned_or_pathless_weights_are_never_skipped():
-    assert "pins no weights revision" in weights_runs_more(dict(WEIGHTS, revision=None), {})[0]
-    assert "names no weights path" in weights_runs_more({}, {})[0]
-    assert not phase_skip("weights", ["weights"], {"weights": dict(WEIGHTS, revision=None)}, {})["skip"]
+def test_pathless_weights_are_never_skipped_and_unpinned_ones_on_the_probes_proof():
+    assert weights_runs_more({}, {}) == ["the plan names no weights path, so the probe checked none"]
+    assert not phase_skip("weights", ["weights"], {"weights": {}}, {})["skip"]
+    # An unpinned local mirror: the proof a serving lane's re-run always skipped it on (manifest, sizes).
+    mirror = dict(WEIGHTS, revision=None, source={"kind": "local", "path": "/srv/mirror/m"})
+    assert weights_runs_more(mirror, {"weights_revision": None, "weights_source": mirror["source"]}) == []
+    assert phase_skip("weights", ["weights"], {"weights": mirror}, {})["skip"]
 
 
 def test_a_rebuild_on_purpose_runs_the_image_phase():
