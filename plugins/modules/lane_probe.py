@@ -127,8 +127,8 @@ pending_phases:
   description:
     - The reasons of RV(pending) by the deploy phase that would act on them, one key per phase the probe
       proved, an empty list when that phase has nothing to do on this node.
-    - C(image) the image pin; present only when O(rootfs) and O(config) are given (the lock's digests:
-      without them the image phase still records the lock). C(weights) the manifest and sizes; present only
+    - C(image) the image pin; present only when O(rootfs) and O(config) are given (the lock's digests; without
+      them the image phase still records the lock). C(weights) the manifest and sizes; present only
       when O(weights) names a C(path). C(ranks) the rank containers (spec hash, image, running, settled) and
       the secrets file. C(ready) the API and C(/health) probes.
     - Fabric and cache are never listed; the probe does not prove them.
