@@ -21,8 +21,9 @@ description:
     the API passes C(/health), lists the served model and (C(chat) of O(api_probe)) streams a first token; ranks
     with a C(health_port) that do not answer the API pass C(/health). Secrets, the lane's env file hashes to
     the C(hash) of O(secrets), or is absent when the lane has none.
-  - Anything else (a phase would act, or the probe cannot tell) is a reason in RV(pending), and the
-    playbook runs every phase as usual.
+  - Anything else (a phase would act, or the probe cannot tell) is a reason in RV(pending). The same reasons
+    grouped by the deploy phase that would act on them are in RV(pending_phases), so the playbook can still
+    skip a phase the probe proved settled on every node (the image and weights phases, docs/contracts.md).
 author:
   - lanekit developers (!UNKNOWN)
 extends_documentation_fragment:
@@ -122,6 +123,18 @@ ranks:
   returned: always
   type: list
   elements: dict
+pending_phases:
+  description:
+    - The reasons of RV(pending) by the deploy phase that would act on them, one key per phase the probe
+      proved, an empty list when that phase has nothing to do on this node.
+    - C(image) the image pin; present only when O(rootfs) and O(config) are given (the lock's digests; without
+      them the image phase still records the lock). C(weights) the manifest and sizes; present only
+      when O(weights) names a C(path). C(ranks) the rank containers (spec hash, image, running, settled) and
+      the secrets file. C(ready) the API and C(/health) probes.
+    - Fabric and cache are never listed; the probe does not prove them.
+  returned: always
+  type: dict
+  sample: {"image": [], "weights": [], "ranks": ["rank 3 (lanekit-demo-r3) is exited"], "ready": []}
 api:
   description: The API probe's ladder (see M(lanekit.serving.rank_status)), without the key.
   returned: when O(api_probe) is given and one of O(ranks) answers the API
@@ -151,35 +164,41 @@ class LaneProbe(DockerManager):
         p = self.params
         now = time.time()
         image = self.docker.inspect_image(p["ref"])
-        pending = verdicts.image_pending(p["ref"], image, p["content_hash"], p["rootfs"], p["config"])
+        image_reasons = verdicts.image_pending(p["ref"], image, p["content_hash"], p["rootfs"], p["config"])
         image_id = (image or {}).get("Id")
         ranks = p["ranks"] or []
         found = self.docker.inspect_containers([r["container_name"] for r in ranks])
         seen = []
+        rank_reasons: list[str] = []
         for rank in ranks:
             obj = found.get(rank["container_name"])
-            pending += verdicts.rank_pending(rank, obj, image_id, now, float(p["stability_s"]))
+            rank_reasons += verdicts.rank_pending(rank, obj, image_id, now, float(p["stability_s"]))
             state = (obj or {}).get("State") or {}
             started = parse_docker_time(state.get("StartedAt"))
             seen.append({"name": rank["container_name"], "running": bool(state.get("Running")),
                          "up_s": None if started is None else round(now - started, 1)})
-        pending += self._weights()
-        pending += self._secrets()
+        weights_reasons = self._weights()
+        secrets_reasons = self._secrets()
         result = {"changed": False, "ranks": seen}
+        api_reasons: list[str] = []
         # The API is climbed on the node of the rank that answers it (the head, or the P/D router).
         if p["api_probe"] and any(rank.get("role") in engines.API_ROLES for rank in ranks):
             spec = dict(p["api_probe"], api_key=p["api_key"])
             api = probe_api(spec)
             result["api"] = api
-            pending += verdicts.api_pending(api, bool(spec.get("chat")))
+            api_reasons = verdicts.api_pending(api, bool(spec.get("chat")))
         health = []
         for rank in ranks:
             if rank.get("health_port") and rank.get("role") not in engines.API_ROLES:
                 status, _body, error = http_get(f"http://127.0.0.1:{int(rank['health_port'])}/health", timeout=5,
                                                 api_key=p["api_key"])
                 health.append({"name": rank["container_name"], "status": status, "error": error})
-        pending += verdicts.health_pending(health)
-        result.update(verdicts.verdict(pending))
+        health_reasons = verdicts.health_pending(health)
+        pending = image_reasons + rank_reasons + weights_reasons + secrets_reasons + api_reasons + health_reasons
+        phases = verdicts.by_phase(image_reasons, weights_reasons, rank_reasons, secrets_reasons, api_reasons,
+                                   health_reasons, image_proven=bool(p["rootfs"] and p["config"]),
+                                   weights_proven=bool((p["weights"] or {}).get("path")))
+        result.update(verdicts.verdict(pending, phases))
         return result
 
     def _weights(self) -> list[str]:

@@ -1,5 +1,6 @@
 """deploy_lane.yml's shape: the preflight probes a re-run, and every phase play after it ends at once
-for a lane that already serves its plan, while the play that releases the lock always runs."""
+for a lane that already serves its plan (and the image and weights plays for a phase the probe proved
+settled, issue 28), while the play that releases the lock always runs."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKIP = {"ansible.builtin.meta": "end_host", "when": "lanekit_lane_serving | default(false)"}
+SETTLED_SKIP = {"ansible.builtin.meta": "end_host", "when": "__phase_skip.skip"}
 
 
 def plays() -> list[dict]:
@@ -37,8 +39,13 @@ def test_every_phase_play_starts_by_ending_for_a_serving_lane():
         assert play["vars"]["lanekit_phase"] == play["tags"][0], play["name"]
     first = phase_tasks()[0]
     assert {k: first.get(k) for k in SKIP} == SKIP
-    # ... and the phase itself comes after it, never before.
-    assert all("meta" not in str(t) for t in phase_tasks()[1:])
+    # Then the skip of a phase the probe proved settled (issue 28), decided once by the filter ...
+    decide, say, settled = phase_tasks()[1:4]
+    assert "lanekit.serving.phase_skip(lanekit_phases_settled" in decide["ansible.builtin.set_fact"]["__phase_skip"]
+    assert decide["run_once"] is True and say["run_once"] is True and say["ansible.builtin.debug"]["msg"] == "{{ __phase_skip.why }}"
+    assert {k: settled.get(k) for k in SETTLED_SKIP} == SETTLED_SKIP
+    # ... and the phase itself comes after them, never before.
+    assert all("meta" not in str(t) for t in phase_tasks()[4:])
 
 
 def test_the_wrapper_imports_the_phase_role_and_releases_the_lock_when_it_fails():
@@ -52,7 +59,7 @@ def test_the_wrapper_imports_the_phase_role_and_releases_the_lock_when_it_fails(
 
 
 def test_each_phase_marks_its_begin_for_the_ledger_after_the_skip():
-    mark = phase_tasks()[1]
+    mark = phase_tasks()[4]
     assert "lanekit_phase_marks" in mark["ansible.builtin.set_fact"] and "when" not in mark
     deploy = [p for p in plays() if "tasks" in p and p["name"] != "Release the lane lock"]
     assert all(p["vars"]["lanekit_ledger_event"] == "deploy" for p in deploy)
@@ -87,3 +94,13 @@ def test_each_phase_has_its_tag_and_the_plan_lock_and_release_always_run():
     assert [p.get("name") for p in always] == ["Check the inventory before anything else",
                                                "Plan the lane and check the nodes before anything boots",
                                                "Release the lane lock"]
+
+
+def test_the_preflight_publishes_the_settled_phases_where_it_decides_the_serving_lane():
+    # Issue 28: one lane-wide fact, from every probed node's result, by the filter (no logic in Jinja).
+    with open(os.path.join(ROOT, "roles", "preflight", "tasks", "serving.yml"), encoding="utf-8") as handle:
+        tasks = yaml.safe_load(handle)
+    decide = next(t for t in tasks if "lanekit_lane_serving" in t.get("ansible.builtin.set_fact", {}))
+    settled = decide["ansible.builtin.set_fact"]["lanekit_phases_settled"]
+    assert "preflight_probed | map('extract', hostvars)" in settled and "| lanekit.serving.phases_settled" in settled
+    assert decide["run_once"] is True

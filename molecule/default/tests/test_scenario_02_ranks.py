@@ -43,6 +43,10 @@ def test_check_mode_diff_shows_the_changed_flag_per_rank_and_changes_nothing(vll
     assert len(diffs) == 8, "each rank's diff must show the old and the new value of the changed flag"
     assert len(set(re.findall(r"changed: \[(spark-\d+)\] => \(item=r\d+", text))) == 8
     assert lane_containers() == before, "check mode touched the ranks"
+    # Issue 28: the probe ran for real and proved the image and weights settled, so check mode skips
+    # them as a real run does (they would show no change).
+    assert "Skip the image phase: every node holds the pinned image" in flat(text)
+    assert "TASK [lanekit.serving.image :" not in text and "TASK [lanekit.serving.weights :" not in text
 
 
 def test_one_changed_flag_recreates_the_ranks_and_nothing_else(vllm_serving):
@@ -60,6 +64,10 @@ def test_one_changed_flag_recreates_the_ranks_and_nothing_else(vllm_serving):
     outside = [t for t in changed if not t.startswith(allowed)]
     assert outside == [], f"tasks outside the ranks phase changed: {outside}"
     assert any(t.startswith("lanekit.serving.ranks") for t in changed)
+    # Issue 28: one changed flag does not re-walk the image and weights phases the probe proved settled.
+    assert "Skip the image phase: every node holds the pinned image" in flat(proc.stdout)
+    assert "Skip the weights phase: every node sees the weights whole" in flat(proc.stdout)
+    assert "TASK [lanekit.serving.image :" not in proc.stdout and "TASK [lanekit.serving.weights :" not in proc.stdout
     assert "is ready" in proc.stdout
     after = {c["Names"]: c["ID"] for node in NODES for c in rank_containers(node)}
     assert set(after) == set(before), "the rank containers keep their names"

@@ -82,7 +82,7 @@ def started_at(lane: str = LANE) -> dict[str, str]:
     return out
 
 
-def test_a_rerun_of_the_serving_lane_is_one_probe_per_node_and_a_stopped_rank_runs_every_phase(lane_serving):
+def test_a_rerun_of_the_serving_lane_is_one_probe_per_node_and_a_stopped_rank_skips_image_and_weights(lane_serving):
     stability_s = plan()["boot"]["stability_s"]
     time.sleep(stability_s + 1)  # a rank younger than the stability window is not settled yet
     before = started_at()
@@ -104,16 +104,23 @@ def test_a_rerun_of_the_serving_lane_is_one_probe_per_node_and_a_stopped_rank_ru
     assert "value of weights_verify must be one of: quick, full, got: bogus" in flat(refused.stdout)
     assert started_at() == before
 
-    # One rank stopped: the probe names it and every phase runs, which brings the lane back.
+    # One rank stopped: the probe names it and the ranks and ready phases bring the lane back; the image
+    # and weights phases, which the probe proved settled on every node, are skipped (issue 28).
     victim = rank_of(3)
     docker(f"lksim-{victim['host']}", "stop", "-t", "1", victim["container_name"])
     proc = run_playbook("deploy_lane.yml", timeout=1500)
     assert_no_traceback(proc.stdout)
     text = flat(proc.stdout)
     assert proc.returncode == 0, text[-3000:]
-    assert f"Lane {LANE}: every phase runs, because" in text
+    assert f"Lane {LANE}: the phases run, because" in text
     assert f"rank 3 ({victim['container_name']}) is exited" in text
+    assert "Settled on every node (the image and weights phases among them are skipped): image, weights" in text
+    assert "Skip the image phase: every node holds the pinned image (the preflight probe proved it)." in text
+    assert "Skip the weights phase: every node sees the weights whole" in text
+    for role in ("image", "weights"):
+        assert f"TASK [lanekit.serving.{role} :" not in proc.stdout, role
     assert "is ready" in text and "TASK [lanekit.serving.ranks :" in proc.stdout
+    assert "TASK [lanekit.serving.ready :" in proc.stdout
     assert lane_containers()[victim["container_name"]][1] == "running"
 
 

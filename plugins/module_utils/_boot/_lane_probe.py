@@ -20,6 +20,10 @@ Each phase is still proven, not assumed:
   first token; other HTTP ranks pass /health;
 - secrets: the node's env file hashes to the plan's secrets hash (or is absent when the lane has none).
 
+The reasons are also grouped by the deploy phase that would act on them (``by_phase``), so that a
+lane with something to do on one phase (a changed rank flag, a stopped rank) still skips the phases
+the probe proved settled (issue 28; the deploy decides which may be skipped).
+
 Pure: no I/O, no Ansible imports.
 """
 from __future__ import annotations
@@ -105,5 +109,33 @@ def secrets_pending(expected_hash: str | None, file_digest: str | None, file_pre
     return []
 
 
-def verdict(pending: Sequence[str]) -> dict[str, Any]:
-    return {"serving": not pending, "pending": list(pending)}
+# The deploy phases the probe proves, in the deploy's order. Fabric and cache are not probed (the
+# fabric keeps its own cached verdict, the cache warms before the ranks start).
+PROBED_PHASES = ("image", "weights", "ranks", "ready")
+
+
+def by_phase(image: Sequence[str], weights: Sequence[str], ranks: Sequence[str], secrets: Sequence[str],
+             api: Sequence[str], health: Sequence[str], *, image_proven: bool = True,
+             weights_proven: bool = True) -> dict[str, list[str]]:
+    """The reasons by the phase that acts on them; a phase the probe did not fully prove has no key.
+
+    The ranks role writes the secrets file and (re)creates a rank on another spec or image; the
+    readiness wait is what an API or /health that does not answer yet needs. The image is proven
+    only with the lock's layer and config digests (without them the image phase still records the
+    lock), the weights only when the plan names a weights path.
+    """
+    out: dict[str, list[str]] = {}
+    if image_proven:
+        out["image"] = list(image)
+    if weights_proven:
+        out["weights"] = list(weights)
+    out["ranks"] = list(ranks) + list(secrets)
+    out["ready"] = list(api) + list(health)
+    return out
+
+
+def verdict(pending: Sequence[str], phases: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"serving": not pending, "pending": list(pending)}
+    if phases is not None:
+        out["pending_phases"] = {phase: list(reasons) for phase, reasons in phases.items()}
+    return out

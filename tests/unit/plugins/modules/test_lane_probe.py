@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _lane_probe as verdicts
-from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI, image_pin
 from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
     Secrets,
     env_digest,
@@ -98,6 +98,27 @@ def test_each_phase_that_would_act_is_a_reason(node, tmp_path):
     assert "rank 1 (lanekit-demo-r1) runs spec tttttttttttt, the plan wants ssssssssssss" in joined
     assert "rank 2 (lanekit-demo-r2) does not exist" in joined
     assert "weights: The weights directory" in joined
+
+
+def test_the_reasons_are_grouped_by_the_phase_that_would_act_on_them(node, tmp_path):
+    # Issue 28: a stopped rank is the ranks phase's; the image (proven with the lock's digests) and the
+    # weights are settled on this node.
+    image_id = node.images[REF]["Id"]
+    node.containers["lanekit-demo-r1"] = container("lanekit-demo-r1", image_id, running=False)
+    pin = image_pin(node.images[REF])
+    result = probe(node, ranks=RANKS, weights={"path": weights_dir(tmp_path), "layout": "any"},
+                   rootfs=pin["rootfs"], config=pin["config"])
+    assert result["pending_phases"] == {"image": [], "weights": [], "ranks": ["rank 1 (lanekit-demo-r1) is exited"],
+                                        "ready": []}
+    assert result["pending"] == ["rank 1 (lanekit-demo-r1) is exited"]
+
+
+def test_the_image_phase_is_proven_only_with_the_locks_digests(node):
+    # Without them the image phase would still record the lock: the probe cannot call it settled.
+    assert "image" not in probe(node)["pending_phases"]
+    other = probe(node, rootfs="sha256:" + "99" * 32, config=image_pin(node.images[REF])["config"])
+    assert len(other["pending_phases"]["image"]) == 1 and "is not the pinned one" in other["pending_phases"]["image"][0]
+    assert "weights" not in other["pending_phases"]  # no weights path given: nothing was proven
 
 
 def test_the_image_must_carry_the_pin_and_the_ranks_must_run_it(node):
