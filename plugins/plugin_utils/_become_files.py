@@ -48,13 +48,32 @@ def fetch(action: Any, task_vars: Mapping[str, Any], remote: str, local: str) ->
     os.replace(tmp, local)
 
 
+def _own_tmp(action: Any) -> tuple[str, Any]:
+    """A temporary directory of this put's own, and the action's current one to give back after it.
+
+    An action that transfers files (TRANSFERS_FILES) gets a temporary directory made for it before
+    it runs, which its cleanup removes. ``_make_tmp_path`` replaces the connection's record of it and
+    ``_remove_tmp_path`` clears that record, so without giving it back the action's own directory
+    stays on the node, empty, in the login user's home."""
+    previous = action._connection._shell.tmpdir
+    return action._make_tmp_path(), previous
+
+
+def _drop_own_tmp(action: Any, tmpdir: str, previous: Any) -> None:
+    try:
+        action._remove_tmp_path(tmpdir, force=True)
+    except AnsibleError:
+        pass
+    action._connection._shell.tmpdir = previous
+
+
 def put(action: Any, task_vars: Mapping[str, Any], local: str, remote: str, mode: str = "0600") -> None:
     """Copy the controller's ``local`` to the node's ``remote``, written as the become user.
 
     The bytes travel to the login user's temporary directory first (the connection can write
     there), then ``ansible.builtin.copy`` with ``remote_src`` puts them in place as the become user
     and the temporary directory is removed."""
-    tmpdir = action._make_tmp_path()
+    tmpdir, previous = _own_tmp(action)
     try:
         staged = action._connection._shell.join_path(tmpdir, os.path.basename(remote) or "file")
         action._transfer_file(local, staged)
@@ -63,16 +82,13 @@ def put(action: Any, task_vars: Mapping[str, Any], local: str, remote: str, mode
         _module(action, "ansible.builtin.copy", {"src": staged, "dest": remote, "remote_src": True, "mode": mode},
                 task_vars, f"writing {remote}")
     finally:
-        try:
-            action._remove_tmp_path(tmpdir, force=True)
-        except AnsibleError:
-            pass
+        _drop_own_tmp(action, tmpdir, previous)
 
 
 def put_many(action: Any, task_vars: Mapping[str, Any], local_files: list[str], remote_dir: str) -> None:
     """Copy several controller files into the node's ``remote_dir`` (created 0700), as ``put`` does,
     with one module call for all of them (the files keep the modes they were staged with)."""
-    tmpdir = action._make_tmp_path()
+    tmpdir, previous = _own_tmp(action)
     try:
         stage = action._connection._shell.join_path(tmpdir, "stage")
         # A directory of its own, made as the login user: without pipelining Ansible also puts
@@ -87,10 +103,7 @@ def put_many(action: Any, task_vars: Mapping[str, Any], local_files: list[str], 
                                                  "remote_src": True, "directory_mode": "0700"},
                 task_vars, f"writing {remote_dir}")
     finally:
-        try:
-            action._remove_tmp_path(tmpdir, force=True)
-        except AnsibleError:
-            pass
+        _drop_own_tmp(action, tmpdir, previous)
 
 
 def remove(action: Any, task_vars: Mapping[str, Any], remote: str) -> None:
