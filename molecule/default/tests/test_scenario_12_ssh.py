@@ -62,8 +62,8 @@ def test_what_lanekit_writes_through_sudo_is_root_owned_and_private_and_nothing_
         owned = set(node_sh(node, "find / -xdev -user lanekit -not -path '/proc/*' 2>/dev/null || true").split())
         extra = owned - SKELETON - {"/home/lanekit", "/home/lanekit/.ansible", "/home/lanekit/.ansible/tmp"}
         # What is left says which task left it (an AnsiballZ_<module>.py names the module).
-        assert not extra, (node, sorted(extra), node_sh(node, "ls -la --time-style=+%T /home/lanekit/.ansible/tmp/*"
-                                                             " 2>&1 | head -20"))
+        listing = node_sh(node, "ls -la --time-style=+%T /home/lanekit/.ansible/tmp/* 2>&1 | head -20")
+        assert not extra, (node, sorted(extra), listing)
         # No file left in a shared temp dir, and nothing there that others could write.
         left = node_sh(node, "find /tmp /var/tmp -mindepth 1 -maxdepth 1 -not -name lanekit 2>/dev/null || true").split()
         assert left == [], (node, left)
