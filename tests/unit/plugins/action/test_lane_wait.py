@@ -1,16 +1,34 @@
 # Copyright: lanekit developers
 # Apache-2.0
-"""The lane_wait action's controller side, with a fake node: polling, verdicts, the bundle, explain."""
+"""The lane_wait action's controller side, with a fake node: polling, verdicts, the bundle, explain.
+
+The stall and never-joined verdicts (molecule's scenario 02 faults, issue #20) run on a whole 8-node
+lane booting on a virtual clock (tests/unit/helpers/lane_boot.py): minutes of boot in no real time."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
+
+import pytest
 
 from ansible_collections.lanekit.serving.plugins.action import lane_wait as lw
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot import _lane_poll as poll
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._rendezvous import Rendezvous
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._tracker import BootConfig
+from tests.unit.helpers.lane_boot import (
+    API_UP,
+    VirtualLane,
+    all_joined,
+    formed,
+    graphs,
+    loaded,
+    rendezvous,
+    serving,
+    shard_bar,
+    vllm_plan,
+)
 from tests.unit.helpers.lane_fakes import PLAN, TWO_NODES, FakeAction, action_module, container, inspect
 from tests.unit.helpers.ranklogs import fixture_lines, lines_until
 
@@ -299,3 +317,109 @@ def test_explain_mode_fails_with_the_explanation():
         "context": "Starting rank 1 failed"}).run(task_vars={"inventory_hostname": "h"})
     assert result["failed"] and result["signatures"][0]["id"] == "fusedmoe_g1_scale_c"
     assert result["msg"].startswith("Starting rank 1 failed.")
+
+
+# --- the stall and never-joined verdicts on a virtual clock (issue #20) -----------------------------
+
+# What molecule's test_scenario_02_ranks asserts on the deploy's output.
+STALL_WORDS = re.compile(r"stall|no progress", re.IGNORECASE)
+NEVER_JOINED_WORDS = re.compile(r"never joined|did not join|not joined|waiting for r5", re.IGNORECASE)
+RANK_5 = re.compile(r"\br(ank )?5\b")
+HUNG = 5
+
+
+def read(bundle, rel):
+    with open(os.path.join(bundle, rel), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def test_a_rank_hung_mid_load_fails_the_wait_stall_s_after_the_lane_last_moved(tmp_path, monkeypatch):
+    """Molecule's test_hung_rank_trips_stall_detection: rank 5 stops during the load (boot.stall_s 30).
+
+    The others keep loading for longer than stall_s after r5's last line (vLLM's headless ranks
+    print nothing while they load, so a rank's silence alone is no stall): the wait fails stall_s
+    after the lane's last progress, not before, naming r5 and writing the bundle."""
+    logs = {r: rendezvous(r) + formed(r) + loaded(r, 20.0 + 5 * r) for r in range(1, 8)}
+    logs[0] = rendezvous(0) + formed(0) + shard_bar([7.0 + 6 * k for k in range(9)], 8) + loaded(0, 56.0)
+    logs[HUNG] = rendezvous(HUNG) + formed(HUNG)  # hung after "assigned": never loads
+    last_progress = 20.0 + 5 * 7                  # r7 loaded; then every rank but r5 waits at the barrier
+    lane = VirtualLane(tmp_path, monkeypatch, vllm_plan(stall_s=30, budget_s=600), logs, peers=all_joined)
+    result = lane.wait()
+
+    assert result["failed"] and result["culprits"] == [HUNG]
+    # Not before stall_s of lane-wide silence (r5 alone had been silent for stall_s at t 36), and
+    # within the poll that crosses it.
+    assert last_progress + 30 <= lane.ended_s <= last_progress + 30 + 2 * lane.poll_s
+    msg = result["msg"]
+    assert msg.startswith(f"Lane {lane.plan['lane']} failed to boot: lane stalled: no progress for 30s; "
+                          "r5 at loading shards while others reached post-load barrier.")
+    assert "Blamed: rank 5 (spark-06)." in msg
+    assert STALL_WORDS.search(msg) and RANK_5.search(msg)
+    assert [s["id"] for s in result["signatures"]] == ["stalled"]
+    bundle = result["bundle"]
+    assert "could not be copied" not in msg
+    verdict = json.loads(read(bundle, "verdict.json"))
+    assert verdict["culprits"] == [HUNG] and verdict["signatures"][0]["id"] == "stalled"
+    assert "Launching vLLM" in read(bundle, "ranks/r5-spark-06/log-tail.txt")
+    for rel in ("plan.json", "summary.txt", "status-history.log", "ranks/r5-spark-06/full.log",
+                "ranks/r0-spark-01/full.log", "hosts/spark-06/meminfo.json"):
+        assert os.path.isfile(os.path.join(bundle, rel)), rel
+    # Every poll printed its line; the last names r5 behind the others.
+    assert any("r5 loading" in line and "r1-4,6-7 barrier" in line for line in lane.lines)
+
+
+@pytest.mark.parametrize("joined_seen", [True, False], ids=["store-connections", "silent-rank"])
+def test_a_rank_that_never_joins_is_named_within_the_budget(tmp_path, monkeypatch, joined_seen):
+    """Molecule's test_rank_that_never_joins_is_named: rank 5 hangs before the rendezvous.
+
+    store-connections: r5 printed its launch line (the stand-in's and vLLM's headless start) and the
+    head's node sees no connection from r5's address on the rendezvous port. silent-rank: r5 printed
+    nothing and the head's node has no measure of the connections (the phases alone tell). Either
+    way the wait names r5 as never joined when the stall window closes, long before the boot budget
+    (and the engine's own rendezvous timeout, which the budget sets)."""
+    logs = {r: rendezvous(r) for r in range(8)}
+    logs[HUNG] = rendezvous(HUNG, launched=joined_seen, init=False)
+    peers = (lambda t: [ip for ip in all_joined(t) if ip != "10.10.10.6"]) if joined_seen else None
+    plan = vllm_plan(stall_s=60, budget_s=600)
+    lane = VirtualLane(tmp_path, monkeypatch, plan, logs, peers=peers)
+    result = lane.wait()
+
+    assert result["failed"] and result["culprits"] == [HUNG]
+    assert 3 + 60 <= lane.ended_s <= 3 + 60 + 2 * lane.poll_s < plan["boot"]["budget_s"]
+    msg = result["msg"]
+    assert NEVER_JOINED_WORDS.search(msg) and RANK_5.search(msg)
+    assert "[rank_never_joined] a rank never joined the rendezvous: rank 5 (spark-06)." in msg
+    assert [s["id"] for s in result["signatures"]] == ["rank_never_joined", "stalled"]
+    if joined_seen:
+        assert "r5 has no connection to the head's rendezvous port while 7 of 8 ranks joined" in msg
+        assert "joined 7/8, waiting for r5" in lane.lines[-1]
+    else:
+        assert "r5 never reached the rendezvous; the other ranks wait there" in msg
+    assert os.path.isfile(os.path.join(result["bundle"], "ranks/r5-spark-06/full.log"))
+
+
+def test_a_slow_rank_whose_log_still_moves_is_not_called_stalled(tmp_path, monkeypatch):
+    """Rank 5 captures its graphs at one graph per 25 s (stall_s 30) while every other rank is done
+    and waits: far slower than the plan's warm-up (20 s), many stall windows long, yet each step
+    is progress, so the wait keeps waiting and ends ready."""
+    step, total = 25.0, 8
+    slow = [27.0 + step * k for k in range(total + 1)]
+    logs = {r: rendezvous(r) + formed(r) + loaded(r, 20.0) + graphs(r, [27.0, 28.0, 29.0], 2) for r in range(8)}
+    logs[0] += shard_bar([7.0 + 1.5 * k for k in range(9)], 8)
+    logs[HUNG] = rendezvous(HUNG) + formed(HUNG) + loaded(HUNG, 20.0) + graphs(HUNG, slow, total)
+    api_at = slow[-1] + 5
+    logs[0] += serving(api_at - 3)
+    lane = VirtualLane(tmp_path, monkeypatch, vllm_plan(stall_s=30, expected_warmup_s=20), logs,
+                       api=lambda t: API_UP if t >= api_at else {"accepts": False}, peers=all_joined)
+    result = lane.wait()
+
+    assert not result.get("failed"), result["msg"]
+    assert result["status"] == "ready" and not result["already_serving"]
+    # Ready once the API answered and stayed healthy for the window, after r5's slow capture.
+    assert api_at + 10 <= lane.ended_s <= api_at + 10 + 2 * lane.poll_s
+    # r5's capture took 200 s: ten times the plan's warm-up and more than six stall windows.
+    assert slow[-1] - slow[0] == 200.0
+    assert any(f"r5 graphs {k}/{total}" in line for line in lane.lines for k in range(1, total))
+    # (the first line announces the window: "stall after 30s")
+    assert lane.lines[0].startswith(f"lane_wait {lane.plan['lane']}:") and "stall after 30s" in lane.lines[0]
+    assert not any(STALL_WORDS.search(line) for line in lane.lines[1:])
