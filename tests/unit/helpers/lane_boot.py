@@ -87,9 +87,9 @@ def loaded(rank: int, at: float) -> list:
 
 def graphs(rank: int, times: list, total: int) -> list:
     """KV profiling just before the first capture line, the capture bar (k at times[k]), then done."""
-    bar = [(at, say(rank, f"Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): {100 * k // total:3d}%|"
-                          f"          | {k}/{total} [00:00<?, ?it/s]")) for k, at in enumerate(times)]
-    return ([(times[0] - 2, say(rank, "[gpu_worker.py:298] Available KV cache memory: 28.53 GiB"))] + bar
+    steps = [(at, say(rank, f"Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): {100 * k // total:3d}%|"
+                            f"          | {k}/{total} [00:00<?, ?it/s]")) for k, at in enumerate(times)]
+    return ([(times[0] - 2, say(rank, "[gpu_worker.py:298] Available KV cache memory: 28.53 GiB"))] + steps
             + [(times[-1] + 1, say(rank, "[gpu_model_runner.py:3480] Graph capturing finished in 20 secs"))])
 
 
