@@ -100,20 +100,8 @@ def test_rank_crash_in_warmup_fails_fast_names_rank_and_fix_keeps_everything(vll
     record_timing("crash in warm-up", proc.seconds, noticed.group(0) if noticed else "seen before the exit")
 
 
-def test_hung_rank_trips_stall_detection(vllm_only):
-    # stall_s 30 rather than the inventory's 60: the hang is total (no line at all), so half the
-    # window proves the same and saves half a minute of CI; live ranks log far more often.
-    hung = fault(5, "load", hang=True)
-    hung["boot"] = {"stall_s": 30}
-    proc = run_playbook("deploy_lane.yml", hung)
-    assert proc.returncode != 0
-    assert re.search(r"stall|no progress", proc.stdout, re.IGNORECASE)
-    assert re.search(r"\br(ank )?5\b", proc.stdout)
-    record_timing("hung rank (stall_s 30)", proc.seconds)
-
-
-def test_rank_that_never_joins_is_named(vllm_only):
-    proc = run_playbook("deploy_lane.yml", fault(5, "rendezvous", hang=True))
-    assert proc.returncode != 0
-    assert re.search(r"never joined|did not join|not joined|waiting for r5", proc.stdout, re.IGNORECASE)
-    assert re.search(r"\br(ank )?5\b", proc.stdout)
+# A rank that hangs mid-load (stall) and a rank that never joins the rendezvous are the wait's own
+# verdicts from what the nodes report: tests/unit/plugins/action/test_lane_wait.py drives the real
+# wait code through both (and a slow rank that is not stalled) with scripted node reports and a
+# controlled clock, in seconds instead of five minutes of this worker. The crash above stays here as
+# the end-to-end fault: a real rank container exits and the wait names it from its real log.
