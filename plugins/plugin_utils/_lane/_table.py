@@ -106,7 +106,9 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "budget_s": _f("int", True, minimum=1, doc="the whole boot's budget; fills the engine timeouts left unset"),
         "expected_load_s": _f("int", True, doc="how long loading the weights takes, for the progress estimate"),
         "expected_warmup_s": _f("int", True, doc="how long warm-up takes, for the progress estimate"),
-        "stall_s": _f("int", False, None, 900, minimum=1, doc="the lane is stalled when no rank progressed for this long (lane-wide: headless ranks print nothing while loading)"),
+        "stall_s": _f("int", False, None, 900, minimum=1,
+                      doc="the lane is stalled when no rank progressed for this long (lane-wide: headless ranks "
+                          "print nothing while loading)"),
         "poll_s": _f("int", False, None, 15, minimum=1, doc="seconds between the wait's polls"),
         "stability_s": _f("int", False, None, 30, doc="how long every readiness probe must keep passing"),
     }, doc="the boot budget and what the wait expects"),
