@@ -61,6 +61,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import parse_docker_time
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
 from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bundle import Bundle, new_bundle_dir, secret_args
@@ -100,6 +101,7 @@ ARGUMENT_SPEC = dict(
     chat_timeout_s=dict(type="float", default=120.0),
     probe_from=dict(type="str", default="head", choices=["head", "controller"]),
     probe_address=dict(type="str"),
+    boot_since=dict(type="str"),
     tail_lines=dict(type="int", default=400),
     reports_dir=dict(type="path"),
     sync_timeout_s=dict(type="float"),
@@ -111,8 +113,27 @@ ARGUMENT_SPEC = dict(
 )
 
 HEARTBEAT_SLACK_S = 90.0
+# A node's clock may run this far behind the controller's: a rank started right after the ranks phase
+# began still counts as started by this run. No earlier run starts ranks this close (the lane lock).
+BOOT_SINCE_SKEW_S = 2.0
 # How often the coordinator looks for another node's exit while its own status call runs.
 EXIT_LOOK_S = 0.1
+
+
+def boot_since_epoch(value: str | None) -> float | None:
+    """boot_since as epoch seconds: a UTC time ('2026-12-02T11:58:40.123456Z') or epoch seconds."""
+    if value is None or not str(value).strip():
+        return None
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    epoch = parse_docker_time(text)
+    if epoch is None:
+        raise LaneTaskError(f"lane_wait's boot_since {text!r} is not a time: give a UTC time such as "
+                            "2026-12-02T11:58:40.123456Z (the deploy passes when its ranks phase began) or leave it unset.")
+    return epoch
 
 
 def explain_message(text: str, engine: str | None = None, context_sentence: str = "") -> tuple[list, str]:
@@ -196,6 +217,7 @@ class Waiter(LaneWorker):
         self.reports_dir = reports_dir
         self.bundle_timeout_s = args["bundle_timeout_s"]
         self.exit_watch = bool(args["exit_watch"])
+        self.boot_since = boot_since_epoch(args.get("boot_since"))
         self.exit_seen: dict[str, Any] | None = None
         self.judged_at: float | None = None  # when the line that ended the wait was printed
 
@@ -315,6 +337,13 @@ class Waiter(LaneWorker):
         if delay > 0:
             time.sleep(delay)
 
+    def started_by_this_run(self, statuses: dict[int, RankStatus]) -> list[int]:
+        """The ranks whose container started after boot_since (with the nodes' clock skew allowed)."""
+        if self.boot_since is None:
+            return []
+        return sorted(r for r, s in statuses.items()
+                      if s.started_at is not None and s.started_at >= self.boot_since - BOOT_SINCE_SKEW_S)
+
     def conclude(self, verdict: Verdict, statuses: dict[int, RankStatus], tracker: LaneTracker, result: dict,
                  started: float) -> dict:
         ranks = [statuses[k].to_dict() for k in sorted(statuses)]
@@ -326,6 +355,10 @@ class Waiter(LaneWorker):
             head = next((s for s in statuses.values() if s.is_head), None)
             api = (head.probes.get("api") if head else None) or {}
             elapsed = verdict.elapsed_s
+            # Healthy at the first poll is not "already serving" when this run started a rank: on a
+            # loaded controller the ranks phase can outlast a fast boot (the ledger then lost boot_s).
+            if verdict.already_serving and self.started_by_this_run(statuses):
+                verdict.already_serving = False
             msg = (f"Lane {self.lane} is ready: {len(statuses)} ranks up, API {api.get('url', '?')} serves "
                    f"{(self.plan.get('api') or {}).get('served_model_name', '?')}"
                    + (f", first token in {api.get('ttft_s')} s" if api.get("ttft_s") is not None else "")

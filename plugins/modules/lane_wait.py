@@ -84,6 +84,14 @@ options:
   probe_address:
     description: Address to probe instead of C(plan.api.address).
     type: str
+  boot_since:
+    description:
+      - When this run began starting the lane's ranks (a UTC time, C(2026-12-02T11:58:40.123456Z), or epoch
+        seconds); the deploy passes when its ranks phase began. A lane healthy at the first poll is
+        reported as already serving only when no rank started after it; a rank this run started makes it
+        a boot, whose RV(boot_s) is returned, however fast the ranks came up. Unset, a lane healthy at the
+        first poll whose every rank has run longer than O(stability_s) is already serving.
+    type: str
   tail_lines:
     description: Lines of each rank's log kept as its tail (status, bundle).
     type: int
@@ -156,7 +164,7 @@ status:
   returned: wait mode
   type: str
 boot_s:
-  description: Seconds from the first rank's start to ready.
+  description: Seconds from the first rank's start to ready; null when the lane was already serving.
   returned: when ready
   type: float
 api:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import jinja2
 import pytest
 import yaml
 
@@ -104,3 +105,17 @@ def test_the_preflight_publishes_the_settled_phases_where_it_decides_the_serving
     settled = decide["ansible.builtin.set_fact"]["lanekit_phases_settled"]
     assert "preflight_probed | map('extract', hostvars)" in settled and "| lanekit.serving.phases_settled" in settled
     assert decide["run_once"] is True
+
+
+def test_the_ready_wait_is_told_when_the_ranks_phase_began():
+    """A lane healthy at the wait's first poll is still this run's boot when its ranks started after
+    the ranks phase's mark (lane_wait's boot_since): the mark reaches the wait through the ready role."""
+    with open(os.path.join(ROOT, "roles", "ready", "defaults", "main.yml"), encoding="utf-8") as handle:
+        default = yaml.safe_load(handle)["ready_boot_since"]
+    with open(os.path.join(ROOT, "roles", "ready", "tasks", "main.yml"), encoding="utf-8") as handle:
+        wait = next(t for t in yaml.safe_load(handle) if "lanekit.serving.lane_wait" in t)
+    assert wait["lanekit.serving.lane_wait"]["boot_since"] == "{{ ready_boot_since if ready_boot_since else omit }}"
+    template = jinja2.Environment().from_string(default)
+    mark = "2026-12-02T11:58:40.123456Z"
+    assert template.render(lanekit_phase_marks={"image": "x", "ranks": mark}) == mark
+    assert template.render(lanekit_phase_marks={"image": "x"}) == "" and template.render() == ""

@@ -56,6 +56,9 @@ class RankStatus:
     # When the container stopped (epoch seconds, the node's clock): orders exits across nodes,
     # which ages cannot when the ranks stop within the skew of the nodes' report times.
     finished_at: float | None = None
+    # When the container started (epoch seconds, the node's clock): a rank this run started is a
+    # boot, never a lane that was already serving (lane_wait's boot_since).
+    started_at: float | None = None
     # the log's view
     signatures: dict[str, str] = field(default_factory=dict)
     last_exception: str = ""
@@ -207,6 +210,7 @@ def build(
     status.labels = dict(config.get("Labels") or {})
     status.uptime_s = _age(node_now, started) if status.running else None
     status.started_age_s = _age(node_now, started)
+    status.started_at = started
     status.finished_age_s = _age(node_now, finished) if not status.running else None
     status.finished_at = finished if not status.running else None
     found = dict(log.signatures) if log else {}

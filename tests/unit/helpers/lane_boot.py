@@ -169,7 +169,7 @@ class ScriptedNode:
 class VirtualLane:
     """Every node of ``plan`` booting ``logs`` ({rank: [(t, text)]}); :meth:`wait` runs the coordinator."""
 
-    def __init__(self, tmp_path, monkeypatch, plan, logs, api=None, peers=None):
+    def __init__(self, tmp_path, monkeypatch, plan, logs, api=None, peers=None, wait_args=None):
         self.clock = clock = VirtualClock()
         monkeypatch.setattr(lw, "time", clock)
         monkeypatch.setattr(poll, "time", clock)
@@ -191,7 +191,7 @@ class VirtualLane:
             task_vars = {"inventory_hostname": host, "ansible_play_batch": list(plan["hosts"])}
             members = poll.lane_members(plan, task_vars, "lane_wait")
             args = {k: v.get("default") for k, v in lw.ARGUMENT_SPEC.items()}
-            args.update(plan=plan, mode="wait", sync_timeout_s=0.5, bundle_timeout_s=60)
+            args.update(plan=plan, mode="wait", sync_timeout_s=0.5, bundle_timeout_s=60, **(wait_args or {}))
             self.workers[host] = lw.Waiter(action, args, task_vars, plan, members, BootConfig.from_plan(plan),
                                            self.rdv, plan["reports_dir"])
             self.actions[host] = action

@@ -423,3 +423,35 @@ def test_a_slow_rank_whose_log_still_moves_is_not_called_stalled(tmp_path, monke
     # (the first line announces the window: "stall after 30s")
     assert lane.lines[0].startswith(f"lane_wait {lane.plan['lane']}:") and "stall after 30s" in lane.lines[0]
     assert not any(STALL_WORDS.search(line) for line in lane.lines[1:])
+
+
+def _up_before_the_first_poll(tmp_path, monkeypatch, wait_args):
+    """Every rank booted in 15 s and the API answers, but the wait's first poll comes at 60 s: on a
+    loaded controller the ranks phase (eight starts, their checks) can take that long."""
+    logs = {r: rendezvous(r) + formed(r) + loaded(r, 10.0) for r in range(8)}
+    logs[0] += serving(15.0)
+    lane = VirtualLane(tmp_path, monkeypatch, vllm_plan(stability_s=10), logs, api=lambda t: API_UP,
+                       peers=all_joined, wait_args=wait_args)
+    lane.clock.advance(60.0)
+    return lane.wait()
+
+
+def test_a_lane_this_run_started_is_a_boot_even_when_healthy_at_the_first_poll(tmp_path, monkeypatch):
+    # The ranks phase began 3 s before the containers started (scenario 15's third deploy under CI load).
+    result = _up_before_the_first_poll(tmp_path, monkeypatch, {"boot_since": "2026-10-30T05:59:57.000000Z"})
+    assert result["status"] == "ready" and result["already_serving"] is False
+    assert 60.0 <= result["boot_s"] <= 70.0
+    assert "boot took" in result["msg"] and "already serving" not in result["msg"]
+
+
+def test_a_lane_an_earlier_run_started_is_already_serving(tmp_path, monkeypatch):
+    # This run's ranks phase began 50 s after the containers started: it started none of them.
+    for since in ("2026-10-30T06:00:50.000000Z", str(1793340050.0), None):
+        result = _up_before_the_first_poll(tmp_path / str(since), monkeypatch, {"boot_since": since})
+        assert result["status"] == "ready" and result["already_serving"] is True and result["boot_s"] is None
+        assert "it was already serving" in result["msg"]
+
+
+def test_a_boot_since_that_is_not_a_time_is_one_sentence(tmp_path, monkeypatch):
+    with pytest.raises(lw.LaneTaskError, match=r"lane_wait's boot_since 'yesterday' is not a time: give a UTC time "):
+        _up_before_the_first_poll(tmp_path, monkeypatch, {"boot_since": "yesterday"})
