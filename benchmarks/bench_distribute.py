@@ -141,7 +141,11 @@ def write_spec(blob_mib: int, pins: dict, upstream: dict | None = None, patch_te
     resolved = resolve_image(load_image_spec(images_dir, name), "amd64", {})
     keys = ("name", "ref", "content_hash", "base_ref", "base_digest", "arch", "platform", "pinned", "pin_problem",
             "spec_dir", "entrypoint", "patches", "labels", "repository", "tag")
-    return {key: resolved[key] for key in keys}
+    image = {key: resolved[key] for key in keys}
+    # As the plan publishes it (plugins/plugin_utils/_plan/_build.py): the pin every node must report;
+    # no lock yet, so the layer and config digests come from the build.
+    image["pin"] = {"ref": image["ref"], "content_hash": image["content_hash"], "rootfs": "", "config": ""}
+    return image
 
 
 def write_playbook() -> str:
