@@ -67,7 +67,9 @@ def docker_time(text: str) -> float:
 
 
 def newest_bundle(lane: str, since: float) -> str | None:
-    found = [d for d in glob.glob(str(ROOT / "reports" / lane / "*")) if os.path.isdir(d) and os.path.getmtime(d) >= since]
+    # A failure bundle is a folder with its verdict.json (the ledger's timeline/ folder beside it is not one).
+    found = [d for d in glob.glob(str(ROOT / "reports" / lane / "*")) if os.path.isfile(os.path.join(d, "verdict.json"))
+             and os.path.getmtime(d) >= since]
     return max(found, key=os.path.getmtime) if found else None
 
 
