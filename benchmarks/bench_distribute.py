@@ -60,6 +60,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._spec impor
     load_image_spec,
     resolve_image,
 )
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._build import image_section  # noqa: E402
 
 NODES = [f"spark-{i:02d}" for i in range(1, 9)]
 CONTAINER = "lksim-{}"
@@ -139,13 +140,8 @@ def write_spec(blob_mib: int, pins: dict, upstream: dict | None = None, patch_te
         handle.write(patch_text if upstream is not None else BLOB_PATCH.format(mib=blob_mib))
     os.chmod(patch, 0o644)
     resolved = resolve_image(load_image_spec(images_dir, name), "amd64", {})
-    keys = ("name", "ref", "content_hash", "base_ref", "base_digest", "arch", "platform", "pinned", "pin_problem",
-            "spec_dir", "entrypoint", "patches", "labels", "repository", "tag")
-    image = {key: resolved[key] for key in keys}
-    # As the plan publishes it (plugins/plugin_utils/_plan/_build.py): the pin every node must report;
-    # no lock yet, so the layer and config digests come from the build.
-    image["pin"] = {"ref": image["ref"], "content_hash": image["content_hash"], "rootfs": "", "config": ""}
-    return image
+    # The image section as the plan publishes it (its pin included); no lock yet: the build gives the digests.
+    return dict(image_section(resolved, None))
 
 
 def write_playbook() -> str:

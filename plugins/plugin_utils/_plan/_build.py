@@ -229,7 +229,8 @@ def _api_address(lane: Lane, head_ip: str) -> str:
     return head_ip if bind in (None, "0.0.0.0", "::") else str(bind)
 
 
-def _image(image: dict[str, Any], locked: dict[str, Any] | None) -> ImageSpec:
+def image_section(image: dict[str, Any], locked: dict[str, Any] | None) -> ImageSpec:
+    """The plan's image section from a resolved image spec and its lock entry (None before the first build)."""
     out = {key: image[key] for key in _IMAGE_KEYS}
     pin: ImagePin = {"ref": image["ref"], "content_hash": image["content_hash"],
                      "rootfs": str((locked or {}).get("rootfs") or ""), "config": str((locked or {}).get("config") or "")}
@@ -299,7 +300,7 @@ def build_plan(inputs: PlanInputs) -> Plan:
         "hardware": lane["hardware"],
         "hardware_profile": _hardware(inputs.profile),
         "topology": dict(lane["topology"]),
-        "image": _image(inputs.image, inputs.image_lock),
+        "image": image_section(inputs.image, inputs.image_lock),
         "weights": {
             "root": weights_root,
             "path": model_path,
