@@ -14,7 +14,7 @@ COLLECTION_LINK := .collections/ansible_collections/lanekit/serving
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv venv-bench demo demo-real test unit integration typecheck lint syntax plan sim-up sim-down host-deps molecule build changelog docs clean
+.PHONY: venv venv-bench demo demo-real test test-extended unit integration typecheck lint syntax plan sim-up sim-down host-deps molecule build changelog docs clean
 
 $(BIN)/ansible-playbook: requirements.txt
 	$(PY) -m venv $(VENV)
@@ -129,6 +129,11 @@ molecule: venv venv-bench host-deps
 # The checks that need no cluster run while the simulated cluster comes up (tests/test-all.sh).
 test: venv venv-bench host-deps
 	bash tests/test-all.sh
+
+# make test, plus the scenario tests it leaves out (molecule/default/tests/conftest.py, EXTENDED_ONLY:
+# each proves on the cluster what a unit test in make test proves without one); about 10 minutes more.
+test-extended: venv venv-bench host-deps
+	LANEKIT_SCENARIOS=all bash tests/test-all.sh
 
 # Generate CHANGELOG.md and changelogs/changelog.yaml from changelogs/fragments/ (no release).
 changelog: venv

@@ -2,6 +2,7 @@
 (file names, sorted) is the order of their numbers, and every scenario file the docs name exists."""
 from __future__ import annotations
 
+import ast
 import os
 import re
 
@@ -50,3 +51,44 @@ def test_every_scenario_file_the_docs_name_exists():
         with open(path, encoding="utf-8") as handle:
             stale = re.findall(r"test_scenario_\d(?!\d)", handle.read())  # an unpadded number
         assert not stale, f"{os.path.relpath(path, REPO)} names a scenario file by an unpadded number: {stale}"
+
+
+def _conftest_literal(name: str):
+    """A literal assigned at the top of molecule/default/tests/conftest.py (read, not imported)."""
+    with open(os.path.join(SCENARIOS, "conftest.py"), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"conftest.py assigns no {name}")
+
+
+def _test_exists(root: str, ref: str) -> bool:
+    """Whether <path>::<test function> names a test function defined in that file under root."""
+    path, _sep, test = ref.partition("::")
+    full = os.path.join(root, path)
+    if not os.path.isfile(full):
+        return False
+    if not test:
+        return True
+    with open(full, encoding="utf-8") as handle:
+        return re.search(rf"^def {re.escape(test)}\(", handle.read(), re.MULTILINE) is not None
+
+
+def test_the_scenario_order_names_only_scenario_files_and_tests_that_exist():
+    order = _conftest_literal("SPARK_ORDER")
+    stale = [entry for entry in order if not _test_exists(SCENARIOS, entry)]
+    assert not stale, f"conftest.SPARK_ORDER names tests that do not exist: {stale}"
+    # Every scenario file is placed (a file left out would run after all of them, by accident).
+    placed = {entry.split("::", 1)[0] for entry in order}
+    cpu_only = {"test_scenario_13_real_vllm.py"}
+    assert set(_scenario_files()) - cpu_only <= placed | cpu_only, set(_scenario_files()) - placed
+
+
+def test_each_scenario_test_left_to_the_extended_tier_names_a_unit_test_that_exists():
+    extended = _conftest_literal("EXTENDED_ONLY")
+    assert extended
+    for scenario, unit in extended.items():
+        assert _test_exists(SCENARIOS, scenario), f"EXTENDED_ONLY names a scenario test that does not exist: {scenario}"
+        assert unit.startswith("tests/unit/") and _test_exists(REPO, unit), \
+            f"EXTENDED_ONLY says {scenario} is proven by {unit}, which does not exist"

@@ -166,7 +166,9 @@ def _adhoc_distribute(host: str, args: dict) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
-def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_serving):
+# The lane's ranks need only exist (the image is on every node): in the full scenario the lane is
+# already broken by then, and the ledger's first deploy repairs it (conftest.SPARK_ORDER).
+def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_present):
     image = plan()["image"]
     ref = image["ref"]
     builder = node_of("spark-01")

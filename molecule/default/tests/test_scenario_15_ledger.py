@@ -4,9 +4,12 @@ causes and a timeline PNG per boot; a wedged stand-in (its API up, completions h
 watch within two probes and healed by one restart; a wedge that outlives the restart budget reported
 and left for a person. The wedge is the stand-ins' run-time switch (tests/sim/standin/README.md,
 STANDIN_WEDGE_FILE). Cheap on purpose: one failing boot, one recovering deploy, one watch restart.
+The failing boot is also the scenario's end-to-end crash: rank 3 dies in warm-up with the report's
+g1_scale_c line, and the deploy fails fast naming the rank and the fix and keeps every container.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -51,13 +54,50 @@ def started_at() -> dict[str, str]:
     return out
 
 
-def test_three_deploys_one_failing_are_a_three_row_ledger_with_their_causes(vllm_serving, tmp_path):
+def newest_bundle(since: float) -> str | None:
+    # A bundle holds the wait's verdict (the ledger's timeline/ and the bench's runs are folders there too).
+    bundles = [d for d in glob.glob(os.path.join(ROOT, "reports", LANE, "*")) if os.path.isdir(d)
+               and os.path.getmtime(d) >= since and os.path.isfile(os.path.join(d, "verdict.json"))]
+    return max(bundles, key=os.path.getmtime) if bundles else None
+
+
+def assert_crash_in_warmup_failed_fast(failing, started: float) -> None:
+    """What a person checks after a rank crashed in warm-up: the exit, the rank and the fix named, the
+    failure bundle with the plan and rank 3's log, every rank container kept, and the crash noticed
+    within two polls of the rank's exit."""
+    out = failing.stdout
+    assert failing.returncode != 0
+    assert "g1_scale_c" in out and "flashinfer_cutlass" in out
+    assert re.search(r"\br(ank )?3\b", out)
+    bundle = newest_bundle(started)
+    assert bundle, "no failure bundle under reports/<lane>/"
+    assert os.path.isfile(os.path.join(bundle, "plan.json"))
+    logs = [p for pattern in ("*r3*", "*rank-3*", "*rank3*")
+            for p in glob.glob(os.path.join(bundle, "**", pattern), recursive=True)]
+    assert logs, f"rank 3's logs are not in {bundle}: {os.listdir(bundle)}"
+    kept = [c for node in NODES for c in rank_containers(node)]
+    assert len(kept) == 8, "a failed boot must keep every rank container for inspection"
+    # Within two poll intervals: the wait counts the polls that began after the rank exited. When a
+    # poll sees the fatal line before the exit, the rank is blamed while still going down.
+    noticed = re.search(r"Noticed ([\d.]+) s after the first rank exited, at poll (\d+) after the exit", flat(out))
+    if noticed:
+        assert int(noticed.group(2)) <= 2, noticed.group(0)
+    else:
+        assert "is going down" in flat(out)
+    record_timing("crash in warm-up", failing.seconds, noticed.group(0) if noticed else "seen before the exit")
+
+
+# No fixture brings the lane up: the first deploy does, from whatever an earlier test left (in the full
+# scenario: a killed rank, a restarted node and a node without its rank or image, conftest.SPARK_ORDER).
+def test_three_deploys_one_failing_are_a_three_row_ledger_with_their_causes(vllm_only, tmp_path):
     before = len(records())
     first = run_playbook("deploy_lane.yml", timeout=1500)
     assert first.returncode == 0, flat(first.stdout)[-3000:]
-    fault = {"serve": {"env": {"STANDIN_FAULT_RANK": "3", "STANDIN_FAULT_PHASE": "load", "STANDIN_FAULT_LINE": G1_LINE}}}
+    # The failing boot: rank 3 crashes in warm-up with the line of the report's boot 3.
+    fault = {"serve": {"env": {"STANDIN_FAULT_RANK": "3", "STANDIN_FAULT_PHASE": "warmup", "STANDIN_FAULT_LINE": G1_LINE}}}
+    started = time.time()
     failing = run_playbook("deploy_lane.yml", fault, timeout=1500)
-    assert failing.returncode != 0
+    assert_crash_in_warmup_failed_fast(failing, started)
     again = run_playbook("deploy_lane.yml", timeout=1500)
     assert again.returncode == 0, flat(again.stdout)[-3000:]
     record_timing("three deploys for the ledger", first.seconds + failing.seconds + again.seconds)
