@@ -55,7 +55,7 @@ demo: sim-up
 	$(BIN)/ansible-playbook playbooks/deploy_lane.yml -i $(INVENTORY) -e lane=$(LANE)
 
 # A real vLLM (its CPU build from PyPI) serving a generated tiny Llama over the sim's two CPU nodes
-# (inventories/sim-cpu): about 4 GB of disk for the image and 6 GiB of memory while it serves.
+# (inventories/sim-cpu): about 3.2 GB of disk for the image and 6 GiB of memory while it serves.
 REAL_LANE := tiny-llama-cpu-2x-vllm
 demo-real: venv host-deps
 	$(BIN)/ansible-playbook tests/sim/playbooks/sim_up.yml -e sim_cluster_real_vllm=true $(SIM_ARGS)

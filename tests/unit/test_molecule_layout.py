@@ -79,10 +79,15 @@ def test_the_scenario_order_names_only_scenario_files_and_tests_that_exist():
     order = _conftest_literal("SPARK_ORDER")
     stale = [entry for entry in order if not _test_exists(SCENARIOS, entry)]
     assert not stale, f"conftest.SPARK_ORDER names tests that do not exist: {stale}"
-    # Every scenario file is placed (a file left out would run after all of them, by accident).
+    # Every scenario file is placed: in the spark-node order, or in the CPU-node worker's (a file left
+    # out would run after all of them, by accident).
     placed = {entry.split("::", 1)[0] for entry in order}
-    cpu_only = {"test_scenario_13_real_vllm.py"}
-    assert set(_scenario_files()) - cpu_only <= placed | cpu_only, set(_scenario_files()) - placed
+    cpu_nodes = set(_conftest_literal("CPU_NODE_SCENARIOS"))
+    assert cpu_nodes <= set(_scenario_files()), cpu_nodes - set(_scenario_files())
+    assert set(_scenario_files()) <= placed | cpu_nodes, set(_scenario_files()) - placed - cpu_nodes
+    # A CPU-node file in the spark order too only places its tests that use the spark nodes.
+    shared = {entry.split("::", 1)[0] for entry in _conftest_literal("SPARK_TESTS_IN_CPU_FILES")}
+    assert {entry for entry in order if "::" not in entry} & cpu_nodes <= shared
 
 
 def test_each_scenario_test_left_to_the_extended_tier_names_a_unit_test_that_exists():

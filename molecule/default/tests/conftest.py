@@ -11,11 +11,13 @@ import pytest
 from simlib import LANE, ROOT, SGLANG_LANE, lane_containers, run_playbook, staging_host_held
 
 LANES = (LANE, SGLANG_LANE)
-# Verify runs in two pytest-xdist workers (molecule.yml): the scenarios of the real-engine lane, on the
-# sim's two CPU nodes, in one worker beside all the others in the other (in SPARK_ORDER).
+# Verify runs in two pytest-xdist workers (molecule.yml): the scenarios on the sim's two CPU nodes (the
+# real-engine lane, then the recipe lanes) in one worker beside all the others in the other (in SPARK_ORDER).
 # pytest-xdist's own xdist_group marks do nothing under pytest 9 (xdist 3.8 renames items through an
 # attribute pytest 9 no longer reads), so the grouping is a scheduler: its "scope" is the group.
-CPU_NODE_SCENARIOS = ("test_scenario_13_real_vllm.py", "test_scenario_14_fabric.py")
+# In this order: the recipe lanes last, when the CPU worker has those nodes and the spark worker leaves a
+# core idle (the real lane's first deploy is the longest thing either worker does: it goes first).
+CPU_NODE_SCENARIOS = ("test_scenario_13_real_vllm.py", "test_scenario_14_fabric.py", "test_scenario_06_recipes.py")
 # Tests in those files that use the stand-in lanes' nodes and lock: they run with the other scenarios.
 SPARK_TESTS_IN_CPU_FILES = ("test_scenario_14_fabric.py::test_a_stand_in_lane_says_the_gate_cannot_run",)
 
@@ -24,8 +26,8 @@ SPARK_TESTS_IN_CPU_FILES = ("test_scenario_14_fabric.py::test_a_stand_in_lane_sa
 # redeploy of its eight ranks is the costliest thing a test does (about two minutes on a loaded 2-core
 # machine), so the order is chosen to need as few as possible: first every test that leaves the lane
 # serving as it found it, then the tests that break it, placed so that the deploy that repairs it is
-# one a test makes anyway (the ledger's first deploy, the keyed lane of the secrets test, the recipe
-# lanes, the SGLang lane). An entry is a file or one test of it; the most specific entry places a
+# one a test makes anyway (the ledger's first deploy, the keyed lane of the secrets test, the SGLang
+# lane). An entry is a file or one test of it; the most specific entry places a
 # test, and tests keep their file order within an entry. Every test still sets up what it needs when
 # it runs alone or in another order (the fixtures below); only the time differs.
 SPARK_ORDER = (
@@ -54,7 +56,6 @@ SPARK_ORDER = (
     "test_scenario_15_ledger.py",
     # A restarted rank; then lanes that replace the seed lane anyway, the last two tearing down.
     "test_scenario_07_bench.py::test_a_rank_restarted_mid_run_makes_the_run_invalid",
-    "test_scenario_06_recipes.py",
     "test_scenario_09_secrets.py",
     "test_scenario_05_day2.py::test_a_torn_down_lane_is_not_deployed_and_its_archived_logs_read_back",
     "test_scenario_04_sglang_and_teardown.py",
@@ -126,9 +127,9 @@ def pytest_collection_modifyitems(items):
             if proven_by:
                 item.add_marker(pytest.mark.skip(reason=f"make test-extended runs it; every make test runs {proven_by}"))
     # sort() is stable: within an entry the tests keep their collection (file) order. The CPU-node
-    # group's tests fall after every entry, in their file order, and run in their own worker anyway.
+    # group's tests fall after every entry, in CPU_NODE_SCENARIOS' order, and run in their own worker anyway.
     items.sort(key=lambda item: spark_order(item.nodeid) if node_group(item.nodeid) == "spark-nodes"
-               else len(SPARK_ORDER))
+               else len(SPARK_ORDER) + CPU_NODE_SCENARIOS.index(test_name(item.nodeid).split("::", 1)[0]))
 
 
 def node_group(nodeid: str) -> str:

@@ -4,8 +4,13 @@ pd_cluster lane (a prefill pool, a decode pool and the router) deploy and answer
 multi_node_tp_pp lane reaches ready. Each is compiled from the seed recipe (recipes/) by
 deploy_lane.yml -e recipe=... for the recipe's own hardware with the sim's one GPU per node, then
 pointed at the sim's GB10 nodes through the CLI override layer (hardware, the stand-in's memory
-figures; the recipe's image pinned to the sim's stand-in upstream) -- what a user does with a recipe made for other hardware. Every lane
-is torn down at the end, so the later scenario files find the nodes free for the seed lanes.
+figures; the recipe's image pinned to the sim's stand-in upstream) -- what a user does with a recipe made for other hardware.
+
+The two nodes are the sim's CPU nodes (inventories/sim-cpu's hosts with inventories/sim's settings),
+posing as GB10s for this module through the simulated nvidia-smi's own override file: this scenario
+then runs in the CPU-node worker (conftest.CPU_NODE_SCENARIOS), beside the seed lane's scenarios on
+the eight spark nodes instead of after them, and the seed lane keeps serving. Every recipe lane is torn
+down at the end and the CPU nodes report no GPU again before the real vLLM lane's scenarios use them.
 Test code only (not part of the collection).
 """
 from __future__ import annotations
@@ -18,8 +23,8 @@ import time
 
 import pytest
 import yaml
-from simlib import (ANSI, LANE, NODES, PLAYBOOK, ROOT, SGLANG_LANE, assert_no_traceback, docker, flat,
-                    lane_containers, record_timing, run_playbook)
+from simlib import (ANSI, PLAYBOOK, ROOT, assert_no_traceback, docker, flat, rank_containers, record_timing,
+                    staging_host_held)
 
 RECIPE = os.path.join(ROOT, "recipes", "mistralai", "Mistral-Large-4-1T-A52B.json")
 # The sim's nodes are GB10s with the stand-in's memory (tests/sim/standin/lanekit_standin/memory.py);
@@ -30,14 +35,35 @@ DEP = "mistral-large-4-1t-a52b-default-gb300-multi-node-dep-2n"
 PD = "mistral-large-4-1t-a52b-default-gb300-pd-cluster"
 TP_PP = "mistral-large-4-1t-a52b-fp8-h200-multi-node-tp-pp-2n"
 LANES = (DEP, PD, TP_PP)
+# The sim's CPU nodes (inventories/sim-cpu), where the real vLLM lane runs before or after this module.
+CPU_INVENTORY = os.path.join(ROOT, "inventories", "sim-cpu")
+REAL_LANE = "tiny-llama-cpu-2x-vllm"
+# The simulated nvidia-smi reads this file on the CPU nodes (tests/sim/roles/sim_cluster: nodes.yml);
+# an empty object is its defaults, one NVIDIA GB10.
+NVIDIA_SMI_CONFIG = "/etc/lksim/no-gpu.json"
+
+
+def _cpu_hosts() -> dict:
+    with open(os.path.join(CPU_INVENTORY, "hosts.yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)["all"]["children"]["lane_nodes"]["hosts"]
+
+
+NODES = [f"lksim-{host}" for host in _cpu_hosts()]
+
+
+def lane_containers(lane: str) -> dict[str, tuple[str, str]]:
+    """{container name: (id, state)} of a lane's ranks on the CPU nodes."""
+    return {c["Names"]: (c["ID"], c["State"]) for node in NODES for c in rank_containers(node, lane)}
 
 
 def _inventory(path, hosts: int, extra: dict) -> str:
-    """inventories/sim reduced to its first ``hosts`` nodes, with the recipe's hardware for the compile."""
+    """inventories/sim with the first ``hosts`` CPU nodes as its lane nodes (their CPU-lane thread binding
+    dropped) and the recipe's hardware for the compile; inventories/sim's group_vars."""
     with open(os.path.join(ROOT, "inventories", "sim", "hosts.yml"), encoding="utf-8") as handle:
         sim = yaml.safe_load(handle)
     nodes = sim["all"]["children"]["lane_nodes"]
-    nodes["hosts"] = dict(list(nodes["hosts"].items())[:hosts])
+    nodes["hosts"] = {name: {key: value for key, value in host.items() if key != "lanekit_cpu_threads_bind"}
+                      for name, host in list(_cpu_hosts().items())[:hosts]}
     nodes.setdefault("vars", {}).update(extra)
     path.mkdir(parents=True, exist_ok=True)
     (path / "hosts.yml").write_text(yaml.safe_dump(sim), encoding="utf-8")
@@ -51,7 +77,9 @@ def _run(playbook: str, inventory: str, extra_vars: dict, timeout: int = 1200):
     argv = [PLAYBOOK, os.path.join(ROOT, "playbooks", playbook), "-i", inventory, "-e", json.dumps(extra_vars)]
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     started = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    # Beside the seed lane's scenarios (the CPU-node worker, conftest.py): hold the shared staging host.
+    with staging_host_held():
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     proc.seconds = time.monotonic() - started
     print(proc.stdout[-6000:])
     print(proc.stderr[-2000:])
@@ -111,21 +139,37 @@ def _teardown(inventory: str, lane: str):
     return proc
 
 
+def _nvidia_smi_config(node: str, content: str | None = None) -> str:
+    """The CPU node's simulated nvidia-smi configuration; with ``content``, replaced by it first."""
+    if content is not None:
+        subprocess.run(["docker", "exec", "-i", node, "sh", "-c", f"cat > {NVIDIA_SMI_CONFIG}"], input=content,
+                       text=True, check=True)
+    return subprocess.run(["docker", "exec", node, "cat", NVIDIA_SMI_CONFIG], capture_output=True, text=True,
+                          check=True).stdout
+
+
 @pytest.fixture(scope="module")
 def recipe_nodes(tmp_path_factory):
-    """The seed lanes off the nodes first (one lane per GPU); every recipe lane off them at the end."""
-    for other in (LANE, SGLANG_LANE):
-        if lane_containers(other):
-            proc = run_playbook("teardown_lane.yml", lane=other, extra=["-e", "teardown_remove=true"])
-            assert proc.returncode == 0, f"could not tear down {other}"
+    """The CPU nodes free of the real vLLM lane (one lane per GPU) and posing as GB10s; every recipe lane
+    off them at the end, and their own "no GPU" answer back."""
+    if lane_containers(REAL_LANE):
+        proc = _run("teardown_lane.yml", CPU_INVENTORY, {"lane": REAL_LANE, "teardown_remove": True}, timeout=600)
+        assert proc.returncode == 0, f"could not tear down {REAL_LANE}"
     base = tmp_path_factory.mktemp("recipe-inventories")
-    yield base
-    everything = _inventory(base / "all", len(NODES), {})
-    for lane in LANES:
-        if lane_containers(lane):
-            _run("teardown_lane.yml", everything, {"lane": lane, "teardown_remove": True}, timeout=600)
-    for lane in LANES:
-        assert lane_containers(lane) == {}, f"{lane} left containers behind"
+    saved = {node: _nvidia_smi_config(node) for node in NODES}
+    try:
+        for node in NODES:
+            _nvidia_smi_config(node, "{}\n")
+        yield base
+        everything = _inventory(base / "all", len(NODES), {})
+        for lane in LANES:
+            if lane_containers(lane):
+                _run("teardown_lane.yml", everything, {"lane": lane, "teardown_remove": True}, timeout=600)
+        for lane in LANES:
+            assert lane_containers(lane) == {}, f"{lane} left containers behind"
+    finally:
+        for node, content in saved.items():
+            _nvidia_smi_config(node, content)
 
 
 def test_a_multi_node_dep_lane_deploys_and_answers_on_rank_zero(recipe_nodes):
