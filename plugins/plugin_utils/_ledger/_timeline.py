@@ -83,8 +83,14 @@ def boot_chart(record: LedgerRecord) -> dict[str, Any]:
 
 
 def _duration(record: LedgerRecord) -> float | None:
+    """The same measure for every bar: the boot, i.e. the ready phase's wait. A ready deploy's wait
+    gives its boot_s; a failed boot has none, and its ready phase is the wait until the failure was
+    named (the whole deploy would add image, weights and ranks to the red bars only). A failure before
+    any wait (an earlier phase) has no boot to show: its bar is the phases it ran."""
     if record.boot_s is not None:
         return record.boot_s
+    if record.phases.get("ready"):
+        return round(record.phases["ready"], 1)
     total = sum(record.phases.values())
     return round(total, 1) if total else None
 

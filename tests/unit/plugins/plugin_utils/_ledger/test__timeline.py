@@ -56,8 +56,17 @@ def test_the_history_keeps_deploys_restarts_and_give_ups_not_every_probe():
         r.boot = i
     points = timeline.history_chart(records)["points"]
     assert [(p["boot"], p["outcome"], p["duration_s"], p["color"], p["label"]) for p in points] == [
-        (1, "ready", 135.0, "#2ca02c", ""), (2, "failed", 135.0, "#d62728", "kv_budget_refused"),
+        (1, "ready", 100.0, "#2ca02c", ""), (2, "failed", 100.0, "#d62728", "kv_budget_refused"),
         (4, "healed", 300.0, "#2ca02c", ""), (5, "gave-up", None, "#d62728", "")]
+
+
+def test_every_history_bar_is_the_boot_whatever_the_outcome():
+    ready, failed_in_boot, failed_before = boot(), boot("failed"), boot("failed")
+    ready.boot_s = 95.0  # the wait's own figure wins over the ready phase's
+    failed_before.phases = {"image": 10.0, "weights": 20.0}  # refused before any rank started
+    points = timeline.history_chart([ready, failed_in_boot, failed_before])["points"]
+    # The failed boot's bar is its wait until the failure was named, not image + weights + ranks + wait.
+    assert [p["duration_s"] for p in points] == [95.0, 100.0, 30.0]
 
 
 def test_the_blamed_rank_is_marked_failed_and_its_echoes_stopped():
