@@ -50,13 +50,18 @@ def _history(ax: Any, chart: dict[str, Any]) -> list[str]:
     points = chart["points"]
     xs = [p["boot"] for p in points]
     ys = [p["duration_s"] if p["duration_s"] is not None else 0.0 for p in points]
-    ax.bar(xs, ys, color=[p["color"] for p in points], width=0.7)
+    bars = ax.bar(xs, ys, color=[p["color"] for p in points], width=0.7)
+    for bar, p in zip(bars, points, strict=True):
+        if p.get("before_boot"):
+            bar.set_hatch("//")  # not a boot: the phases of a deploy that failed before any rank booted
     for p, y in zip(points, ys, strict=True):
-        text = p["outcome"] + (f"\n{p['label']}" if p["label"] else "")
+        text = p["outcome"] + (" (before boot)" if p.get("before_boot") else "")
+        text += f"\n{p['label']}" if p["label"] else ""
         ax.annotate(text, (p["boot"], y), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
     ax.set_xlabel("ledger record")
     ax.set_ylabel("boot duration (s)")
     ax.set_xticks(xs)
+    ax.margins(y=0.15)  # room for the labels above the tallest bar
     ax.grid(True, axis="y", alpha=0.3)
     return [f"{p['boot']} {p['outcome']}" for p in points]
 

@@ -105,7 +105,10 @@ def history_chart(records: Sequence[LedgerRecord]) -> dict[str, Any]:
             continue  # every probe would drown the boots; restarts, heals and give-ups stay
         kind = "good" if record.good else ("bad" if record.outcome in ("failed", "gave-up", "not-restartable")
                                            else "other")
+        # No wait ran (an earlier phase failed): the bar is that deploy's phases, drawn apart from the boots.
+        before_boot = record.boot_s is None and not record.phases.get("ready")
         points.append({"boot": record.boot, "time": record.time, "duration_s": _duration(record),
+                       "before_boot": before_boot,
                        "outcome": record.outcome, "event": record.event, "color": OUTCOME_COLORS[kind],
                        "label": (record.cause.signature if record.cause and record.cause.signature else "")})
     lane = records[0].lane if records else ""

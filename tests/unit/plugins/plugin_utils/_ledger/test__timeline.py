@@ -67,6 +67,8 @@ def test_every_history_bar_is_the_boot_whatever_the_outcome():
     points = timeline.history_chart([ready, failed_in_boot, failed_before])["points"]
     # The failed boot's bar is its wait until the failure was named, not image + weights + ranks + wait.
     assert [p["duration_s"] for p in points] == [95.0, 100.0, 30.0]
+    # ... and the one that never booted says so, so its bar is not read as a boot.
+    assert [p["before_boot"] for p in points] == [False, False, True]
 
 
 def test_the_blamed_rank_is_marked_failed_and_its_echoes_stopped():
