@@ -51,9 +51,9 @@ def _history(ax: Any, chart: dict[str, Any]) -> list[str]:
     xs = [p["boot"] for p in points]
     ys = [p["duration_s"] if p["duration_s"] is not None else 0.0 for p in points]
     bars = ax.bar(xs, ys, color=[p["color"] for p in points], width=0.7)
-    for bar, p in zip(bars, points, strict=True):
+    for rect, p in zip(bars, points, strict=True):
         if p.get("before_boot"):
-            bar.set_hatch("//")  # not a boot: the phases of a deploy that failed before any rank booted
+            rect.set_hatch("//")  # not a boot: the phases of a deploy that failed before any rank booted
     for p, y in zip(points, ys, strict=True):
         text = p["outcome"] + (" (before boot)" if p.get("before_boot") else "")
         text += f"\n{p['label']}" if p["label"] else ""
