@@ -116,7 +116,8 @@ class ActionModule(LanekitAction):
         problem = ""
         if args["charts"] and record.event == "deploy" and record.outcome != "serving":
             records, _skipped = store.read(reports_dir)
-            pngs, problem = charts.draw_ledger(reports_dir, records[-1:], args["python"], only_missing=False)
+            pngs, problem = charts.draw_ledger(reports_dir, records, args["python"], only_missing=False,
+                                               boots=records[-1:])
         # The record is the controller's log of the run, not a change of the lane (as Ansible's own log is
         # not): the phases that changed the lane say so themselves, and a re-run reports changed=0.
         result.update(changed=False, record=record.to_dict(), ledger=store.ledger_path(reports_dir), pngs=pngs,

@@ -81,15 +81,17 @@ def history_png(reports_dir: str) -> str:
 
 
 def draw_ledger(reports_dir: str, records: Sequence[LedgerRecord], python: str = "",
-                only_missing: bool = True) -> tuple[list[str], str]:
-    """(PNGs written, why some were not) for every deploy record and the history chart."""
+                only_missing: bool = True, boots: Sequence[LedgerRecord] | None = None) -> tuple[list[str], str]:
+    """(PNGs written, why some were not): a boot chart for each deploy record of ``boots`` (every record
+    when None), and the history chart over every record: a deploy that draws only its own boot chart
+    still passes the whole ledger, or its history would show that one deploy."""
     if not records:
         return [], ""
     found = find_python(python)
     if not found:
         return [], NO_PYTHON
     written, problems = [], []
-    for record in records:
+    for record in records if boots is None else boots:
         if record.event != "deploy" or record.outcome == "serving":
             continue
         out = boot_png(reports_dir, record.boot)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ansible_collections.lanekit.serving.plugins.action import lane_ledger
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
 from tests.unit.helpers.lane_fakes import action_module
@@ -95,3 +97,25 @@ def test_a_record_is_the_runs_log_not_a_change_of_the_lane(tmp_path):
     rerun = run({"mode": "append", "event": "deploy", "plan": good, "results": [], "serving": True})
     assert booted["record"]["outcome"] == "ready" and booted["changed"] is False
     assert rerun["record"]["outcome"] == "serving" and rerun["changed"] is False
+
+
+def test_a_deploys_append_redraws_the_history_of_the_whole_ledger(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _charts as charts
+    from tests.unit.plugins.plugin_utils._ledger.test__charts import png_text
+
+    python = charts.find_python()
+    if not python:
+        pytest.skip("no Python with matplotlib (make venv-bench makes one)")
+    good = _plan(tmp_path)
+    ready = {"status": "ready", "boot_s": 120.0, "api": {"ttft_s": 0.4}, "ranks": []}
+    run({"mode": "append", "event": "deploy", "plan": good, "results": [ready]})
+    run({"mode": "append", "event": "deploy", "plan": good, "results": [failed_wait()], "failed": [failed_wait()],
+         "failed_task": "ready: Wait until the lane serves"})
+    third = action_module(lane_ledger.ActionModule, {"mode": "append", "event": "deploy", "plan": good,
+                                                     "results": [ready], "charts": True, "python": python},
+                          False).run(task_vars={})
+    assert third.get("chart_note") == "", third.get("chart_note")
+    history = tmp_path / "timeline" / "history.png"
+    assert str(history) in third["pngs"]
+    # The chart linked from status after a deploy: every deploy of the ledger, not only the one just made.
+    assert json.loads(png_text(history.read_bytes())["lanekit-chart"]) == ["1 ready", "2 failed", "3 ready"]

@@ -51,6 +51,22 @@ def test_a_deploy_and_the_history_are_drawn_beside_the_ledger(tmp_path):
     assert json.loads(png_text((tmp_path / "timeline" / "history.png").read_bytes())["lanekit-chart"]) == ["3 failed"]
 
 
+def test_a_deploys_own_boot_chart_comes_with_the_history_of_the_whole_ledger(tmp_path):
+    python = charts.find_python()
+    if not python:
+        pytest.skip("no Python with matplotlib (make venv-bench makes one)")
+    records = [rec.new_record("deploy", outcome, PLAN, None, 1_796_000_000.0 + i, phases={"ready": 10.0 + i})
+               for i, outcome in enumerate(("ready", "failed", "ready"), 1)]
+    for i, record in enumerate(records, 1):
+        record.boot = i
+    # What a deploy's ledger append does: redraw its own boot chart, and the history over every record.
+    written, problem = charts.draw_ledger(str(tmp_path), records, python, only_missing=False, boots=records[-1:])
+    assert problem == ""
+    assert written == [str(tmp_path / "timeline" / "boot-0003.png"), str(tmp_path / "timeline" / "history.png")]
+    assert json.loads(png_text((tmp_path / "timeline" / "history.png").read_bytes())["lanekit-chart"]) == [
+        "1 ready", "2 failed", "3 ready"]
+
+
 def test_without_matplotlib_the_charts_are_skipped_with_a_sentence(tmp_path):
     record = rec.new_record("deploy", "ready", PLAN, None, 1.0)
     assert charts.draw_ledger(str(tmp_path), [record], str(tmp_path / "no-python")) == ([], charts.NO_PYTHON)
