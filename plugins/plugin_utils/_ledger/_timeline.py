@@ -105,8 +105,8 @@ def history_chart(records: Sequence[LedgerRecord]) -> dict[str, Any]:
             continue  # every probe would drown the boots; restarts, heals and give-ups stay
         kind = "good" if record.good else ("bad" if record.outcome in ("failed", "gave-up", "not-restartable")
                                            else "other")
-        # No wait ran (an earlier phase failed): the bar is that deploy's phases, drawn apart from the boots.
-        before_boot = record.boot_s is None and not record.phases.get("ready")
+        # A deploy whose wait never ran (an earlier phase failed): its bar is its phases, drawn apart from the boots.
+        before_boot = record.event == "deploy" and record.boot_s is None and not record.phases.get("ready")
         points.append({"boot": record.boot, "time": record.time, "duration_s": _duration(record),
                        "before_boot": before_boot,
                        "outcome": record.outcome, "event": record.event, "color": OUTCOME_COLORS[kind],

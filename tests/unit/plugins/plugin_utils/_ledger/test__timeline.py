@@ -58,6 +58,7 @@ def test_the_history_keeps_deploys_restarts_and_give_ups_not_every_probe():
     assert [(p["boot"], p["outcome"], p["duration_s"], p["color"], p["label"]) for p in points] == [
         (1, "ready", 100.0, "#2ca02c", ""), (2, "failed", 100.0, "#d62728", "kv_budget_refused"),
         (4, "healed", 300.0, "#2ca02c", ""), (5, "gave-up", None, "#d62728", "")]
+    assert not any(p["before_boot"] for p in points)  # a watch's heal or give-up is not a deploy's early failure
 
 
 def test_every_history_bar_is_the_boot_whatever_the_outcome():
