@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# The molecule scenario on the simulated cluster: create (sim-up), check, converge (deploy),
-# idempotence, verify (testinfra on every node), destroy (sim-down). LANEKIT_LANE picks the lane.
+# One molecule scenario on the simulated cluster (`make scenario S=<scenario>`, molecule/<scenario>):
+# its create brings up only the nodes it uses, then its sequence (check, converge, idempotence, verify:
+# molecule/<scenario>/molecule.yml), and its destroy removes what its create made. Extra arguments go
+# to `molecule test`.
 #
 # The whole output also goes to a log; its phases, the slowest tests, and what failed (as words, not
 # test paths) are printed again at the very end, after destroy's output: a CI log that keeps
 # only its tail still says what broke.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scenario=${1:?usage: tests/molecule-run.sh <scenario> [molecule test options]}
+shift
+if [[ ! -f molecule/$scenario/molecule.yml ]]; then
+  echo "molecule: no scenario '$scenario'; the scenarios are: $(cd molecule && ls -d */molecule.yml | sed 's#/molecule.yml##' | xargs)" >&2
+  exit 2
+fi
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
-log=$(mktemp /tmp/lanekit-molecule.XXXXXX.log)
+log=$(mktemp "/tmp/lanekit-molecule-$scenario.XXXXXX.log")
 rc=0
+start=$SECONDS
 # Molecule's phase lines get the wall-clock time, and are repeated at the end: where CI's minutes go.
-molecule test -s default "$@" 2>&1 | while IFS= read -r line; do
+molecule test -s "$scenario" "$@" 2>&1 | while IFS= read -r line; do
   case $line in *"➜"*) printf '[%s] %s\n' "$(date +%T)" "$line" ;; *) printf '%s\n' "$line" ;; esac
 done | tee "$log" || rc=$?
-echo "molecule: whole output in $log"
+echo "molecule $scenario: whole output in $log"
 # Last, so that a log cut to its tail keeps it: phases, slowest tests, and what failed, in words.
 "${PYTHON:-python3}" tests/tools/molecule_summary.py "$log" || true
-if ((rc)); then echo "molecule: FAILED (exit $rc)"; fi
-exit "$rc"
+if ((rc)); then echo "molecule $scenario: FAILED (exit $rc) after $((SECONDS - start)) s"; exit "$rc"; fi
+echo "molecule $scenario: passed in $((SECONDS - start)) s"

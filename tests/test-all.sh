@@ -1,73 +1,93 @@
 #!/usr/bin/env bash
-# `make test`: every check, with the simulated cluster brought up in the background meanwhile.
-# sim-up (debootstrap, the node and stand-in images, the real vLLM CPU image: about 3.2 GB built and
-# pushed to the sim registry) is mostly downloads, disk and one core; the unit and integration tests,
-# types and syntax use the other. Molecule starts when the cluster is up (its create then changes
-# nothing), with lint, sanity and the collection build still running beside it: on a 2-core machine
-# they are mostly one core, and molecule's converge leaves some of the other idle.
-set -euo pipefail
+# `make test` (and CI, .ci/run): make check, and the molecule scenarios on one simulated cluster in two
+# tracks that use different nodes and so run beside each other:
+#   spark track: ssh-faults, then seed-lanes (the eight stand-in nodes, inventories/sim)
+#   cpu track:   recipes, then real-vllm (the two CPU nodes, inventories/sim-cpu)
+# The cluster comes up (stand-in images only) while make check runs, and the tracks start as soon as it
+# is up; the real vLLM image (minutes of build and push) is built while the recipes scenario runs, and
+# real-vllm starts when it is there. lint, sanity and the collection build start when make check ends.
+# ssh-faults goes first on its track: it leaves the seed lane serving, so seed-lanes' converge is the
+# re-run that changes nothing instead of a second deploy of eight ranks (seed-lanes ends with no lane).
+# Every part's output goes to a log of its own, printed whole when the part ends; the very end repeats
+# each part's time and result, the scenarios' phases, slowest tests and what failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
+export PATH="$PWD/.venv/bin:$PATH"
+logs=$(mktemp -d /tmp/lanekit-test.XXXXXX)
+declare -A began=() took=() result=()
+order=()
 
-log=$(mktemp /tmp/lanekit-sim-up.XXXXXX.log)
-# profile_tasks: the log ends with the slowest tasks (sim-up is the long pole of the checks' minutes).
-ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks \
-  .venv/bin/ansible-playbook tests/sim/playbooks/sim_up.yml -e sim_cluster_real_vllm=true >"$log" 2>&1 &
-sim_pid=$!
-trap 'kill "$sim_pid" 2>/dev/null || true' EXIT
-echo "test: sim-up runs in the background (log: $log)"
+# start <part> <command...>: run a part in the background, its output to $logs/<part>.log.
+start() {
+  local part=$1; shift
+  order+=("$part"); began[$part]=$SECONDS
+  ("$@" >"$logs/$part.log" 2>&1; echo $? >"$logs/$part.rc") &
+  echo "test: [$(date +%T)] $part started (log: $logs/$part.log)"
+}
 
-# The checks in two parts. The first (unit, integration, types, syntax) runs while sim-up does; the
-# second (lint, sanity, build: mostly one core) runs beside molecule, which starts as soon as the
-# cluster is up instead of after every check. Its output is printed in one block when it ends, and its
-# result again at the very end.
-checks=0
-make unit integration typecheck syntax || checks=$?
-echo "test: unit, integration, typecheck and syntax took $SECONDS s"
+# finish <part>: wait for a part, print its log and record its time and result.
+finish() {
+  local part=$1
+  while [[ ! -f $logs/$part.rc ]]; do sleep 2; done
+  result[$part]=$(cat "$logs/$part.rc"); took[$part]=$((SECONDS - began[$part]))
+  echo "test: ---- $part: exit ${result[$part]} after ${took[$part]} s; its output: ----"
+  cat "$logs/$part.log"
+  echo "test: ---- end of $part ----"
+}
 
-late_log=$(mktemp /tmp/lanekit-checks.XXXXXX.log)
-late_pid=
-if ((checks == 0)); then
-  (
-    late_start=$SECONDS
-    late_rc=0
-    make lint sanity build >"$late_log" 2>&1 || late_rc=$?
-    {
-      echo "test: ---- lint, sanity and build (beside sim-up and molecule) ----"
-      cat "$late_log"
-      echo "test: ---- lint, sanity and build: exit $late_rc after $((SECONDS - late_start)) s ----"
-    }
-    echo "$late_rc" >"$late_log.rc"
-  ) &
-  late_pid=$!
-fi
+sim_up() {
+  ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks ansible-playbook tests/sim/playbooks/sim_up.yml "$@"
+}
 
-start=$SECONDS
-if ! wait "$sim_pid"; then
-  echo "test: sim-up failed; its failed tasks (whole log: $log):" >&2
-  grep -E -A4 '^(fatal|failed):|^ *msg:' "$log" | tail -n 60 >&2 || tail -n 60 "$log" >&2
-  if [[ -n $late_pid ]]; then wait "$late_pid" || true; fi
+# Each track stops at its first failing scenario: the next one would start on a cluster in an
+# unknown state.
+spark_track() {
+  LANEKIT_SIM_UP_DONE=1 bash tests/molecule-run.sh ssh-faults && LANEKIT_SIM_UP_DONE=1 bash tests/molecule-run.sh seed-lanes
+}
+cpu_track() {
+  LANEKIT_SIM_UP_DONE=1 bash tests/molecule-run.sh recipes || return 1
+  # The real vLLM image: its build started when the cluster came up.
+  while [[ ! -f $logs/real-vllm-image.rc ]]; do sleep 5; done
+  if [[ $(cat "$logs/real-vllm-image.rc") != 0 ]]; then echo "test: the real vLLM image did not build (real-vllm-image.log)"; return 1; fi
+  LANEKIT_SIM_UP_DONE=1 bash tests/molecule-run.sh real-vllm
+}
+
+start sim-up sim_up
+start check make --no-print-directory check
+finish sim-up
+if [[ ${result[sim-up]} != 0 ]]; then
+  finish check
+  echo "test: sim-up failed; no scenario ran" >&2
   exit 1
 fi
-trap - EXIT
-echo "test: sim-up finished ($((SECONDS - start)) s after the first checks); its slowest tasks:"
-grep -A12 '^=\{20,\}' "$log" | grep -E '[0-9]+\.[0-9]+s$' | head -n 12 || true
-if ((checks)); then
-  exit "$checks"
+# The images tag of sim-up again, now with the real vLLM image: nodes, links and keys are left as they are.
+start real-vllm-image sim_up -e sim_cluster_real_vllm=true --tags sim_cluster_images
+start spark-track spark_track
+start cpu-track cpu_track
+finish check
+if [[ ${result[check]} == 0 ]]; then
+  start lint-sanity-build make --no-print-directory lint sanity build
 fi
-# The cluster is up: molecule's create skips its no-op re-run of sim-up.
-molecule=0
-LANEKIT_SIM_UP_DONE=1 make molecule || molecule=$?
-wait "$late_pid" || true
-late=$(cat "$late_log.rc" 2>/dev/null || echo 1)
-if ((late)); then
-  echo "test: lint, sanity or build FAILED (exit $late); the end of their output (whole: $late_log):"
-  tail -n 40 "$late_log"
-else
-  echo "test: lint, sanity and build passed (beside molecule; their output is above, and in $late_log)"
-fi
-echo "test: finished after $SECONDS s"
-if ((molecule)); then
-  exit "$molecule"
-fi
-exit "$late"
+for part in real-vllm-image lint-sanity-build cpu-track spark-track; do
+  [[ -n ${began[$part]:-} ]] && finish "$part"
+done
+
+# The end, for a reader who keeps only the tail: each part's time and result, then each scenario's
+# phases, slowest tests and failures again.
+echo "test: ==== summary ===="
+for log in "$logs"/spark-track.log "$logs"/cpu-track.log; do
+  [[ -f $log ]] || continue
+  for scenario_log in $(grep -o '/tmp/lanekit-molecule-[a-z-]*\.[A-Za-z0-9]*\.log' "$log" | sort -u); do
+    echo "test: ---- $(basename "$scenario_log" | sed 's/^lanekit-molecule-//; s/\.[^.]*\.log$//') ----"
+    python3 tests/tools/molecule_summary.py "$scenario_log" || true
+  done
+done
+rc=0
+for part in "${order[@]}"; do
+  printf 'test: %-18s %5s s  %s\n' "$part" "${took[$part]:-?}" "$([[ ${result[$part]:-1} == 0 ]] && echo passed || echo FAILED)"
+  [[ ${result[$part]:-1} == 0 ]] || rc=1
+done
+grep -h "^molecule [a-z-]*: \(passed\|FAILED\)" "$logs"/spark-track.log "$logs"/cpu-track.log 2>/dev/null | sed 's/^/test: /'
+echo "test: finished after $SECONDS s ($(( SECONDS / 60 )) min)"
+exit "$rc"

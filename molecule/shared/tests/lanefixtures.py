@@ -1,8 +1,9 @@
-"""Fixtures that let each scenario file run alone (`pytest molecule/default/tests/test_scenario_03_weights.py`)
-or in any order: each test asks for the state it needs, and the fixture brings the simulated
-cluster there only when it is not already so. In the full scenario's order (SPARK_ORDER) every fixture
-finds its state in place and does nothing, so sharing one deployed lane costs no redeploys.
-Test code only (not part of the collection)."""
+"""What every scenario's tests share (molecule/<scenario>/tests/conftest.py imports it): the fixtures
+that let each scenario file run alone or in any order -- each test asks for the state it needs, and the
+fixture brings the simulated cluster there only when it is not already so -- and the ordering and tiering
+of a scenario's tests. In a scenario's own order (its conftest's ORDER) every fixture finds its state in
+place and does nothing, so sharing one deployed lane costs no redeploys. Test code only (not part of
+the collection)."""
 from __future__ import annotations
 
 import os
@@ -11,55 +12,6 @@ import pytest
 from simlib import LANE, ROOT, SGLANG_LANE, lane_containers, run_playbook, staging_host_held
 
 LANES = (LANE, SGLANG_LANE)
-# Verify runs in two pytest-xdist workers (molecule.yml): the scenarios on the sim's two CPU nodes (the
-# real-engine lane, then the recipe lanes) in one worker beside all the others in the other (in SPARK_ORDER).
-# pytest-xdist's own xdist_group marks do nothing under pytest 9 (xdist 3.8 renames items through an
-# attribute pytest 9 no longer reads), so the grouping is a scheduler: its "scope" is the group.
-# In this order: the recipe lanes last, when the CPU worker has those nodes and the spark worker leaves a
-# core idle (the real lane's first deploy is the longest thing either worker does: it goes first).
-CPU_NODE_SCENARIOS = ("test_scenario_13_real_vllm.py", "test_scenario_14_fabric.py", "test_scenario_06_recipes.py")
-# Tests in those files that use the stand-in lanes' nodes and lock: they run with the other scenarios.
-SPARK_TESTS_IN_CPU_FILES = ("test_scenario_14_fabric.py::test_a_stand_in_lane_says_the_gate_cannot_run",)
-
-
-# The order of the spark-node group. One deployed lane is shared by every test of the group, and a
-# redeploy of its eight ranks is the costliest thing a test does (about two minutes on a loaded 2-core
-# machine), so the order is chosen to need as few as possible: first every test that leaves the lane
-# serving as it found it, then the tests that break it, placed so that the deploy that repairs it is
-# one a test makes anyway (the ledger's first deploy, the keyed lane of the secrets test, the SGLang
-# lane). An entry is a file or one test of it; the most specific entry places a
-# test, and tests keep their file order within an entry. Every test still sets up what it needs when
-# it runs alone or in another order (the fixtures below); only the time differs.
-SPARK_ORDER = (
-    # Serving, and left serving.
-    "test_lane.py",
-    "test_scenario_01_images.py",
-    "test_scenario_02_ranks.py",
-    "test_scenario_03_weights.py",
-    "test_scenario_05_day2.py",
-    "test_scenario_10_lock.py",
-    "test_scenario_07_bench.py",
-    "test_scenario_08_bench_host.py",
-    "test_scenario_11_relay.py",
-    "test_scenario_12_ssh.py",
-    "test_scenario_14_fabric.py",
-    "test_scenario_15_ledger.py::test_a_wedge_is_found_within_two_probes_and_healed_by_one_restart",
-    "test_scenario_15_ledger.py::test_a_wedge_that_outlives_the_budget_is_reported_and_left",
-    # Serving still, but on a plan with one flag changed: a plain deploy before the repair below would
-    # recreate every rank (so the no-op re-run of scenario 5 must come before it).
-    "test_scenario_02_ranks.py::test_one_changed_flag_recreates_the_ranks_and_nothing_else",
-    # Each of these leaves a rank killed, a node restarted or a rank and the image removed; none needs
-    # the lane serving after the first, and the ledger's first deploy below repairs them all.
-    "test_scenario_05_day2.py::test_status_with_one_rank_killed_names_the_rank_and_exits_non_zero",
-    "test_scenario_05_day2.py::test_status_with_a_node_stopped_names_the_node_unreachable",
-    "test_scenario_01_images.py::test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged",
-    "test_scenario_15_ledger.py",
-    # A restarted rank; then lanes that replace the seed lane anyway, the last two tearing down.
-    "test_scenario_07_bench.py::test_a_rank_restarted_mid_run_makes_the_run_invalid",
-    "test_scenario_09_secrets.py",
-    "test_scenario_05_day2.py::test_a_torn_down_lane_is_not_deployed_and_its_archived_logs_read_back",
-    "test_scenario_04_sglang_and_teardown.py",
-)
 
 
 def test_name(nodeid: str) -> str:
@@ -67,11 +19,12 @@ def test_name(nodeid: str) -> str:
     return nodeid[nodeid.split("::", 1)[0].rfind("/") + 1:]
 
 
-def spark_order(nodeid: str) -> int:
-    """The index of the most specific SPARK_ORDER entry for a test (after every entry when none)."""
+def order_index(nodeid: str, order: tuple[str, ...]) -> int:
+    """The index of the most specific entry of a scenario's ORDER for a test (after every entry when
+    none). An entry is a file or one test of it; tests keep their file order within an entry."""
     name = test_name(nodeid)
-    best, best_len = len(SPARK_ORDER), -1
-    for index, entry in enumerate(SPARK_ORDER):
+    best, best_len = len(order), -1
+    for index, entry in enumerate(order):
         if (name == entry or name.startswith((entry + "::", entry + "["))) and len(entry) > best_len:
             best, best_len = index, len(entry)
     return best
@@ -120,39 +73,18 @@ EXTENDED_ONLY = {
 }
 
 
-def pytest_collection_modifyitems(items):
+
+
+def order_and_tier(items: list, order: tuple[str, ...]) -> None:
+    """A scenario's pytest_collection_modifyitems: skip the EXTENDED_ONLY tests unless
+    LANEKIT_SCENARIOS=all, and run the rest in the scenario's ORDER (sort() is stable: within an entry
+    the tests keep their collection order)."""
     if os.environ.get("LANEKIT_SCENARIOS", "ci") != "all":
         for item in items:
             proven_by = EXTENDED_ONLY.get(test_name(item.nodeid).split("[", 1)[0])
             if proven_by:
                 item.add_marker(pytest.mark.skip(reason=f"make test-extended runs it; every make test runs {proven_by}"))
-    # sort() is stable: within an entry the tests keep their collection (file) order. The CPU-node
-    # group's tests fall after every entry, in CPU_NODE_SCENARIOS' order, and run in their own worker anyway.
-    items.sort(key=lambda item: spark_order(item.nodeid) if node_group(item.nodeid) == "spark-nodes"
-               else len(SPARK_ORDER) + CPU_NODE_SCENARIOS.index(test_name(item.nodeid).split("::", 1)[0]))
-
-
-def node_group(nodeid: str) -> str:
-    name = test_name(nodeid)
-    if name.split("::", 1)[0] in CPU_NODE_SCENARIOS and not name.startswith(SPARK_TESTS_IN_CPU_FILES):
-        return "cpu-nodes"
-    return "spark-nodes"
-
-
-try:
-    from xdist.scheduler import LoadScopeScheduling
-except ImportError:  # a scenario file run alone without pytest-xdist
-    LoadScopeScheduling = None
-
-if LoadScopeScheduling is not None:
-    class LaneGroupScheduling(LoadScopeScheduling):
-        """Each group is one scope: one worker runs all of it, in collection order."""
-
-        def _split_scope(self, nodeid):
-            return node_group(nodeid)
-
-    def pytest_xdist_make_scheduler(config, log):
-        return LaneGroupScheduling(config, log)
+    items.sort(key=lambda item: order_index(item.nodeid, order))
 
 
 @pytest.fixture()

@@ -15,8 +15,21 @@ import os
 import re
 import time
 
-from simlib import (LANE, NODES, ROOT, assert_no_traceback, docker, flat, lane_containers, node_of, plan,
-                    rank_containers, record_timing, run_playbook)
+import pytest
+from simlib import (
+    LANE,
+    NODES,
+    ROOT,
+    assert_no_traceback,
+    docker,
+    flat,
+    lane_containers,
+    node_of,
+    plan,
+    rank_containers,
+    record_timing,
+    run_playbook,
+)
 
 G1_LINE = "AttributeError: 'FusedMoE' object has no attribute 'g1_scale_c'"
 WEDGE = "/tmp/lanekit-standin.wedge"
@@ -88,7 +101,8 @@ def assert_crash_in_warmup_failed_fast(failing, started: float) -> None:
 
 
 # No fixture brings the lane up: the first deploy does, from whatever an earlier test left (in the full
-# scenario: a killed rank, a restarted node and a node without its rank or image, conftest.SPARK_ORDER).
+# scenario: a killed rank, a restarted node and a node without its rank or image, conftest.ORDER).
+@pytest.mark.timeout(2400)  # three deploys
 def test_three_deploys_one_failing_are_a_three_row_ledger_with_their_causes(vllm_only, tmp_path):
     before = len(records())
     first = run_playbook("deploy_lane.yml", timeout=1500)
@@ -134,6 +148,7 @@ def test_three_deploys_one_failing_are_a_three_row_ledger_with_their_causes(vllm
     assert f"ledger {LEDGER}: " in flat(status.stdout) and f"timeline {pngs[-1]}" in flat(status.stdout)
 
 
+@pytest.mark.timeout(1800)  # a deploy when run alone, then the watch's own 1500 s budget
 def test_a_wedge_is_found_within_two_probes_and_healed_by_one_restart(vllm_serving):
     before = len(records())
     wedge()

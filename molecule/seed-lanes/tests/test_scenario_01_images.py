@@ -16,8 +16,19 @@ import textwrap
 import time
 
 import pytest
-from simlib import (ROOT, SGLANG_LANE, assert_no_traceback, changed_hosts, docker, flat, lane_containers, node_of,
-                    plan, rank_containers, run_playbook)
+from simlib import (
+    ROOT,
+    SGLANG_LANE,
+    assert_no_traceback,
+    changed_hosts,
+    docker,
+    flat,
+    lane_containers,
+    node_of,
+    plan,
+    rank_containers,
+    run_playbook,
+)
 
 
 @pytest.fixture()
@@ -64,7 +75,7 @@ def test_removed_and_replaced_images_are_repaired_and_only_those_nodes_change(ru
 
 def test_truncated_digest_is_refused_with_the_key_to_set(running_lane):
     short = {"mistral-large4-vllm": {"amd64": plan()["image"]["base_digest"][:15]}}
-    proc = run_playbook("deploy_lane.yml", extra=["-e", '{"lanekit_image_digests": %s}' % str(short).replace("'", '"')])
+    proc = run_playbook("deploy_lane.yml", extra=["-e", json.dumps({"lanekit_image_digests": short})])
     assert proc.returncode != 0
     assert_no_traceback(proc.stdout)
     assert "the inventory or -e value lanekit_image_digests['mistral-large4-vllm']['amd64']" in flat(proc.stdout)
@@ -73,7 +84,7 @@ def test_truncated_digest_is_refused_with_the_key_to_set(running_lane):
 
 def test_architecture_mismatch_is_refused_before_anything_runs(running_lane):
     digest = plan()["image"]["base_digest"]
-    pins = '{"lanekit_node_arch": "arm64", "lanekit_image_digests": {"mistral-large4-vllm": {"arm64": "%s"}}}' % digest
+    pins = json.dumps({"lanekit_node_arch": "arm64", "lanekit_image_digests": {"mistral-large4-vllm": {"arm64": digest}}})
     proc = run_playbook("deploy_lane.yml", extra=["-e", pins])
     assert proc.returncode != 0
     assert_no_traceback(proc.stdout)
@@ -167,7 +178,7 @@ def _adhoc_distribute(host: str, args: dict) -> subprocess.CompletedProcess:
 
 
 # The lane's ranks need only exist (the image is on every node): in the full scenario the lane is
-# already broken by then, and the ledger's first deploy repairs it (conftest.SPARK_ORDER).
+# already broken by then, and the ledger's first deploy repairs it (conftest.ORDER).
 def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_present):
     image = plan()["image"]
     ref = image["ref"]

@@ -4,7 +4,7 @@ unauthenticated one, and neither secret appears in the playbook output (a check-
 included), in the plan, in any file under reports/ or in the containers' argv. The lane is then
 torn down: no rank container is left, their logs are archived first, and the secrets file leaves
 every node with the lane. In the full scenario this is the seed lane's last deploy and its teardown
-(conftest.SPARK_ORDER): the SGLang lane comes next on the same nodes.
+(conftest.ORDER): the SGLang lane comes next on the same nodes.
 """
 from __future__ import annotations
 

@@ -19,8 +19,18 @@ import sys
 import time
 
 import pytest
-from simlib import (ROOT, STAGING_NODE, assert_no_traceback, changed_hosts, flat, forget_killed_payload, lane_containers,
-                    node_of, plan, run_playbook)
+from simlib import (
+    ROOT,
+    STAGING_NODE,
+    assert_no_traceback,
+    changed_hosts,
+    flat,
+    forget_killed_payload,
+    lane_containers,
+    node_of,
+    plan,
+    run_playbook,
+)
 
 NFS_HOST = os.path.join(ROOT, ".sim", "nfs")
 NFS_NODE = "/mnt/nfs/models"

@@ -14,8 +14,22 @@ import subprocess
 import time
 
 import pytest
-from simlib import (ANSI, LANE, NODES, ROOT, api_status, assert_no_traceback, changed_hosts, docker, flat,
-                    lane_containers, plan, rank_containers, record_timing, run_playbook)
+from simlib import (
+    ANSI,
+    LANE,
+    NODES,
+    ROOT,
+    api_status,
+    assert_no_traceback,
+    changed_hosts,
+    docker,
+    flat,
+    lane_containers,
+    plan,
+    rank_containers,
+    record_timing,
+    run_playbook,
+)
 
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) r(\d+) (spark-\d\d) \| (.*)$")
 OTHER_LANE = "day2-other-lane"
@@ -244,7 +258,7 @@ def test_status_with_a_node_stopped_names_the_node_unreachable(vllm_present):
 @pytest.fixture()
 def vllm_torn_down():
     """The vLLM lane removed by teardown-lane.yml (its logs archived): torn down here unless an earlier
-    test did (in the full scenario the secrets test's teardown, conftest.SPARK_ORDER)."""
+    test did (in the full scenario the secrets test's teardown, conftest.ORDER)."""
     if lane_containers():
         down = run_playbook("teardown_lane.yml", extra=["-e", "teardown_remove=true"])
         assert down.returncode == 0, "setting up: the vLLM lane did not tear down"

@@ -22,8 +22,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 @contextlib.contextmanager
 def staging_host_held():
-    """Hold the staging host for a while. Verify runs the real-engine scenario (its own CPU nodes) in a
-    second pytest-xdist worker beside the others, and both lanes stage through the one staging host:
+    """Hold the staging host for a while. CI runs the CPU-node scenarios (real-vllm, recipes) beside the
+    stand-in ones (tests/test-all.sh), and every lane stages through the one staging host:
     the real lane's playbooks hold it, and a test that kills a module there or inspects what was left
     there takes it first, so neither sees the other's work in flight."""
     os.makedirs(os.path.join(ROOT, ".sim"), exist_ok=True)
@@ -56,7 +56,16 @@ def run_playbook(name: str, overrides: dict | None = None, extra: list[str] | No
         out = open(os.path.join(ROOT, ".sim", f"scenario-{name}-{int(time.time())}.log"), "w")
         return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     started = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as expired:
+        # What the test waited for, in words (pytest names the test): the playbook, the lane, the budget,
+        # and where the run was when it was stopped.
+        out = expired.stdout.decode("utf-8", "replace") if isinstance(expired.stdout, bytes) else expired.stdout or ""
+        tasks = re.findall(r"^TASK \[(.*)\]", ANSI.sub("", out), re.MULTILINE)
+        raise AssertionError(
+            f"{name} on lane {lane or LANE} (inventories/{inventory}) did not finish within its {timeout} s budget; "
+            f"it was at task {tasks[-1] if tasks else '(none yet)'!r}. The end of its output:\n{out[-3000:]}") from None
     proc.seconds = time.monotonic() - started
     print(proc.stdout[-6000:])
     print(proc.stderr[-2000:])

@@ -9,8 +9,20 @@ from __future__ import annotations
 import json
 import re
 
-from simlib import (ANSI, SGLANG_LANE, api_status, assert_no_traceback, changed_hosts,
-                    cmdlines_holding, docker, flat, lane_containers, node_of, plan, run_playbook)
+from simlib import (
+    ANSI,
+    SGLANG_LANE,
+    api_status,
+    assert_no_traceback,
+    changed_hosts,
+    cmdlines_holding,
+    docker,
+    flat,
+    lane_containers,
+    node_of,
+    plan,
+    run_playbook,
+)
 
 SGLANG_KEY = "sk-lksim-sglang-4d2a9e7c1b"
 

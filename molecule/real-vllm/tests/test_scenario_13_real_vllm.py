@@ -14,8 +14,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from simlib import (ANSI, ROOT, assert_no_traceback, changed_hosts, flat, record_timing, run_playbook,
-                    staging_host_held)
+from simlib import ANSI, ROOT, assert_no_traceback, changed_hosts, flat, record_timing, run_playbook, staging_host_held
 
 LANE = "tiny-llama-cpu-2x-vllm"
 INVENTORY = "sim-cpu"
@@ -24,7 +23,7 @@ API_KEY = "lksim-real-vllm-key"  # inventories/sim-cpu/group_vars/all/cluster.ym
 
 
 def run(name: str, **kw):
-    # This scenario runs beside the others (a second xdist worker); its playbooks reach the shared
+    # CI runs this scenario beside seed-lanes (tests/test-all.sh); its playbooks reach the shared
     # staging host, so they hold it (simlib.staging_host_held).
     with staging_host_held():
         return run_playbook(name, lane=LANE, inventory=INVENTORY, **kw)
@@ -75,6 +74,7 @@ def real_serving():
         assert proc.returncode == 0, "setting up: the real vLLM lane did not deploy"
 
 
+@pytest.mark.timeout(2400)  # the first deploy of a real vLLM: its image to both nodes, the compile
 def test_the_real_lane_deploys_and_serves_a_real_token_with_the_key():
     proc = run("deploy_lane.yml", timeout=1800)
     record_timing("deploy of the real vLLM CPU lane (first)", proc.seconds)
@@ -134,6 +134,7 @@ def test_status_and_logs_of_the_real_lane(real_serving):
     assert "Launching vLLM" in text and "headless" in text   # rank 1, the headless executor
 
 
+@pytest.mark.timeout(1500)  # the bench playbook's own budget is 1200 s
 def test_bench_of_the_real_lane_writes_a_report(real_serving):
     settings = {"depths": [0], "concurrency": [1], "pp": 64, "tg": 16, "runs": 1, "scenarios": ["TC-01"]}
     proc = run("bench-lane.yml", extra=["-e", json.dumps({"bench_settings": settings})], timeout=1200)

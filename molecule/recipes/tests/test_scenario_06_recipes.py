@@ -8,7 +8,7 @@ figures; the recipe's image pinned to the sim's stand-in upstream) -- what a use
 
 The two nodes are the sim's CPU nodes (inventories/sim-cpu's hosts with inventories/sim's settings),
 posing as GB10s for this module through the simulated nvidia-smi's own override file: this scenario
-then runs in the CPU-node worker (conftest.CPU_NODE_SCENARIOS), beside the seed lane's scenarios on
+then runs (scenario recipes, tests/test-all.sh's cpu track) beside the seed lane's scenarios on
 the eight spark nodes instead of after them, and the seed lane keeps serving. Every recipe lane is torn
 down at the end and the CPU nodes report no GPU again before the real vLLM lane's scenarios use them.
 Test code only (not part of the collection).
@@ -23,8 +23,17 @@ import time
 
 import pytest
 import yaml
-from simlib import (ANSI, PLAYBOOK, ROOT, assert_no_traceback, docker, flat, rank_containers, record_timing,
-                    staging_host_held)
+from simlib import (
+    ANSI,
+    PLAYBOOK,
+    ROOT,
+    assert_no_traceback,
+    docker,
+    flat,
+    rank_containers,
+    record_timing,
+    staging_host_held,
+)
 
 RECIPE = os.path.join(ROOT, "recipes", "mistralai", "Mistral-Large-4-1T-A52B.json")
 # The sim's nodes are GB10s with the stand-in's memory (tests/sim/standin/lanekit_standin/memory.py);
@@ -77,7 +86,7 @@ def _run(playbook: str, inventory: str, extra_vars: dict, timeout: int = 1200):
     argv = [PLAYBOOK, os.path.join(ROOT, "playbooks", playbook), "-i", inventory, "-e", json.dumps(extra_vars)]
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     started = time.monotonic()
-    # Beside the seed lane's scenarios (the CPU-node worker, conftest.py): hold the shared staging host.
+    # Beside the seed lane's scenarios (CI's cpu track, tests/test-all.sh): hold the shared staging host.
     with staging_host_held():
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     proc.seconds = time.monotonic() - started
@@ -175,7 +184,8 @@ def recipe_nodes(tmp_path_factory):
 def test_a_multi_node_dep_lane_deploys_and_answers_on_rank_zero(recipe_nodes):
     inventory = _inventory(recipe_nodes / "dep", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
     proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "recipe_strategy": "multi_node_dep",
-                                               "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM, **LOCK_FOLLOWS_THE_SIM})
+                                               "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM,
+                                               **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 multi_node_dep deploy (2 nodes)", proc.seconds)
     assert_no_traceback(proc.stdout)
     assert proc.returncode == 0, proc.stdout[-3000:]
