@@ -16,6 +16,7 @@ if [[ ! -f molecule/$scenario/molecule.yml ]]; then
   exit 2
 fi
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
+export PATH="$PWD/.venv/bin:$PATH"
 log=$(mktemp "/tmp/lanekit-molecule-$scenario.XXXXXX.log")
 rc=0
 start=$SECONDS
