@@ -17,6 +17,9 @@ if [[ ! -f molecule/$scenario/molecule.yml ]]; then
 fi
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 export PATH="$PWD/.venv/bin:$PATH"
+# Molecule's console wraps at the terminal's width (80 in CI): wide enough that a test's id and its
+# duration stay on one line, for the reader and for the summary below.
+export COLUMNS=${COLUMNS:-220}
 log=$(mktemp "/tmp/lanekit-molecule-$scenario.XXXXXX.log")
 rc=0
 start=$SECONDS

@@ -47,7 +47,8 @@ ORDER = (
     # recreate every rank (so the no-op re-run of scenario 5 must come before it).
     "test_scenario_02_ranks.py::test_one_changed_flag_recreates_the_ranks_and_nothing_else",
     # Each of these leaves a rank killed, a node restarted or a rank and the image removed; none needs
-    # the lane serving after the first, and the ledger's first deploy below repairs them all.
+    # the lane serving after the first, and the ledger's first deploy below repairs them all (in the CI
+    # tier, where that test is left to make test-extended, the secrets test's keyed deploy does).
     "test_scenario_05_day2.py::test_status_with_one_rank_killed_names_the_rank_and_exits_non_zero",
     "test_scenario_05_day2.py::test_status_with_a_node_stopped_names_the_node_unreachable",
     "test_scenario_01_images.py::test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged",
