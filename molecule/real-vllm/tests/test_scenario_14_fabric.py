@@ -127,4 +127,3 @@ def test_the_deploy_stops_before_any_rank_starts_on_a_slow_node(capped):
     assert proc.returncode != 0, text[-4000:]
     assert f"{SLOW} is slow on its send side" in text
     assert ranks() == [], "a rank started although the fabric gate refused the lane"
-

@@ -9,16 +9,7 @@ import sys
 # The scenarios' shared helpers (simlib) and fixtures live in molecule/shared/tests.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "shared", "tests"))
 
-from lanefixtures import (  # noqa: E402,F401
-    order_and_tier,
-    sglang_only,
-    sglang_serving,
-    staging_host_alone,
-    vllm_only,
-    vllm_present,
-    vllm_serving,
-    vllm_staged,
-)
+from lanefixtures import order_and_tier  # noqa: E402
 
 # The order of this scenario's tests (molecule/seed-lanes/tests/conftest.py says how an entry places a test).
 ORDER = ("test_scenario_06_recipes.py",)

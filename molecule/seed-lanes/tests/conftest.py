@@ -9,7 +9,7 @@ import sys
 # The scenarios' shared helpers (simlib) and fixtures live in molecule/shared/tests.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "shared", "tests"))
 
-from lanefixtures import (  # noqa: E402,F401
+from lanefixtures import (  # noqa: E402
     order_and_tier,
     sglang_only,
     sglang_serving,
@@ -19,6 +19,10 @@ from lanefixtures import (  # noqa: E402,F401
     vllm_serving,
     vllm_staged,
 )
+
+# The shared fixtures this scenario's tests ask for: pytest finds a fixture by its name in conftest.
+__all__ = ["sglang_only", "sglang_serving", "staging_host_alone", "vllm_only", "vllm_present", "vllm_serving",
+           "vllm_staged"]
 
 # The order of this scenario's tests. One deployed lane is shared by every test, and a redeploy of its
 # eight ranks is the costliest thing a test does (about two minutes on a loaded 2-core machine), so the

@@ -78,8 +78,6 @@ EXTENDED_ONLY = {
 }
 
 
-
-
 def order_and_tier(items: list, order: tuple[str, ...]) -> None:
     """A scenario's pytest_collection_modifyitems: skip the EXTENDED_ONLY tests unless
     LANEKIT_SCENARIOS=all, and run the rest in the scenario's ORDER (sort() is stable: within an entry

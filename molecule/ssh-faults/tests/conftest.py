@@ -10,16 +10,10 @@ import sys
 # The scenarios' shared helpers (simlib) and fixtures live in molecule/shared/tests.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "shared", "tests"))
 
-from lanefixtures import (  # noqa: E402,F401
-    order_and_tier,
-    sglang_only,
-    sglang_serving,
-    staging_host_alone,
-    vllm_only,
-    vllm_present,
-    vllm_serving,
-    vllm_staged,
-)
+from lanefixtures import order_and_tier, staging_host_alone, vllm_serving  # noqa: E402
+
+# The shared fixtures this scenario's tests ask for: pytest finds a fixture by its name in conftest.
+__all__ = ["staging_host_alone", "vllm_serving"]
 
 # The order of this scenario's tests (molecule/seed-lanes/tests/conftest.py says how an entry places a test).
 ORDER = ("test_scenario_12_ssh.py",)
