@@ -1,6 +1,7 @@
 # lanekit.serving — developer entry points. Two commands matter on a fresh Debian 12 machine:
 #   make demo   # creates the venv, brings up the simulated cluster, deploys the default lane
-#   make test   # unit and integration tests, types, lint, syntax checks, molecule on the simulated cluster
+#   make test   # make check, lint, sanity, the collection build and the four molecule scenarios on the simulated cluster
+#   (make check is the fast loop after every change; make scenario S=<name> runs one scenario alone)
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
