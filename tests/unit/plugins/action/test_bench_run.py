@@ -14,6 +14,7 @@ import yaml
 from ansible_collections.lanekit.serving.plugins.action import bench_compare as bc
 from ansible_collections.lanekit.serving.plugins.action import bench_report as br
 from ansible_collections.lanekit.serving.plugins.action import bench_run as brun
+from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as brun_api
 from ansible_collections.lanekit.serving.plugins.modules import bench_compare as bc_doc
 from ansible_collections.lanekit.serving.plugins.modules import bench_report as br_doc
 from ansible_collections.lanekit.serving.plugins.modules import bench_run as brun_doc
@@ -64,9 +65,20 @@ def _containers(started="2026-11-30T10:00:00Z"):
                                                        "Config": {"Labels": {"io.lanekit.plan-hash": "abc"}}}}]
 
 
+def _tools_venv(tmp_path) -> str:
+    """A virtualenv the tools check accepts (executables that are never run): the gate is checked
+    before any tool runs, so this test needs no .venv-bench (make check does not build one)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    for tool in (*brun_api.TOOLS, "python"):
+        (venv / "bin" / tool).write_text("#!/bin/sh\nexit 1\n")
+        (venv / "bin" / tool).chmod(0o755)
+    return str(venv)
+
+
 def test_gate_refuses_a_dead_api_before_running_anything(tmp_path):
-    args = {"plan": _plan(9), "run_dir": str(tmp_path / "run"), "venv": VENV, "tokenizer": str(tmp_path / "t.json"),
-            "containers": _containers()}
+    args = {"plan": _plan(9), "run_dir": str(tmp_path / "run"), "venv": _tools_venv(tmp_path),
+            "tokenizer": str(tmp_path / "t.json"), "containers": _containers()}
     result = action_module(brun.ActionModule, args).run(task_vars={})
     assert result["failed"] and result["msg"].startswith("Lane L cannot be benchmarked now: The API of lane L at "
                                                          "http://127.0.0.1:9/v1 did not answer")
