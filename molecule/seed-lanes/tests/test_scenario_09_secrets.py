@@ -26,17 +26,6 @@ def _vars_file(tmp_path, secret: str) -> str:
     return f"@{path}"
 
 
-def _models_status(head_node: str, port: int, key: str | None) -> int:
-    """HTTP status of GET /v1/models on the head node, with or without the key."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    script = (f"import urllib.request,urllib.error\nreq=urllib.request.Request('http://127.0.0.1:{port}/v1/models',"
-              f"headers={headers!r})\ntry:\n print(urllib.request.urlopen(req,timeout=10).status)\n"
-              "except urllib.error.HTTPError as e:\n print(e.code)")
-    proc = subprocess.run(["docker", "exec", head_node, "python3", "-c", script], capture_output=True, text=True,
-                          check=True)
-    return int(proc.stdout.strip())
-
-
 def _on_node(node: str, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", "exec", node, *argv], capture_output=True, text=True, check=False)
 
@@ -62,9 +51,9 @@ def test_a_lane_with_a_key_and_a_secret_env_keeps_them_secret(vllm_only, tmp_pat
         assert lane_plan["api"]["key_required"] and lane_plan["secrets"]["env_names"] == ["LKSIM_SECRET"]
         head = lane_plan["ranks"][0]
         node = node_of(head["host"])
-        assert _models_status(node, lane_plan["api"]["port"], KEY) == 200
-        assert _models_status(node, lane_plan["api"]["port"], None) == 401
-        assert _models_status(node, lane_plan["api"]["port"], "sk-wrong") == 401
+        assert api_status(node, lane_plan["api"]["port"], KEY) == 200
+        assert api_status(node, lane_plan["api"]["port"], None) == 401
+        assert api_status(node, lane_plan["api"]["port"], "sk-wrong") == 401
         # vLLM's own check stops at /v1; lanekit's KeyGuard (--middleware) covers the rest.
         for path in ("/tokenize", "/pooling", "/score", "/rerank", "/invocations"):
             assert api_status(node, lane_plan["api"]["port"], None, path) == 401, f"{path} answered without the key"
