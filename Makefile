@@ -154,12 +154,14 @@ molecule: venv venv-bench host-deps
 	rc=0; for s in $(SCENARIOS); do bash tests/molecule-run.sh $$s || rc=1; done; exit $$rc
 
 # The checks that need no cluster run while the simulated cluster comes up (tests/test-all.sh).
-test: venv venv-bench host-deps
+# The bench tools' venv (.venv-bench) is built by tests/test-all.sh beside the cluster's start: only
+# the scenarios need it.
+test: venv host-deps
 	bash tests/test-all.sh
 
 # make test, plus the scenario tests it leaves out (molecule/shared/tests/lanefixtures.py, EXTENDED_ONLY:
 # each proves on the cluster what a unit test in make test proves without one); about 10 minutes more.
-test-extended: venv venv-bench host-deps
+test-extended: venv host-deps
 	LANEKIT_SCENARIOS=all bash tests/test-all.sh
 
 # Generate CHANGELOG.md and changelogs/changelog.yaml from changelogs/fragments/ (no release).

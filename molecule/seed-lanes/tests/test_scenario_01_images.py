@@ -17,6 +17,7 @@ import time
 
 import pytest
 from simlib import (
+    HOSTS,
     ROOT,
     SGLANG_LANE,
     assert_no_traceback,
@@ -45,6 +46,16 @@ def image_of(host: str, ref: str) -> dict | None:
     if proc.returncode != 0:
         return None
     return json.loads(proc.stdout)
+
+
+@pytest.fixture()
+def vllm_image_everywhere(vllm_staged):
+    """The vLLM lane's pinned image on every node (its ranks need not exist: in the full scenario the
+    lane is torn down by then, conftest.ORDER); built and distributed only when a node lacks it."""
+    ref = plan()["image"]["ref"]
+    if any(image_of(host, ref) is None for host in HOSTS):
+        proc = run_playbook("build_images.yml")
+        assert proc.returncode == 0, "setting up: the vLLM lane's image did not reach every node"
 
 
 def test_removed_and_replaced_images_are_repaired_and_only_those_nodes_change(running_lane):
@@ -177,14 +188,12 @@ def _adhoc_distribute(host: str, args: dict) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
-# The lane's ranks need only exist (the image is on every node): in the full scenario the lane is
-# already broken by then, and the ledger's first deploy repairs it (conftest.ORDER).
-def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_present):
+def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_image_everywhere):
     image = plan()["image"]
     ref = image["ref"]
     builder = node_of("spark-01")
-    # spark-03 loses its rank and the image itself (no untagged copy to re-tag): only the stream can
-    # bring it back. The next test that needs the lane serving deploys it again.
+    # spark-03 loses the image (and its rank, when there is one: no untagged copy to re-tag): only the
+    # stream can bring it back. The next test that needs the lane serving deploys it again.
     for name in [c["Names"] for c in rank_containers(node_of("spark-03"))]:
         docker(node_of("spark-03"), "rm", "--force", name)
     docker(node_of("spark-03"), "image", "rm", "--force", ref)

@@ -171,7 +171,9 @@ def test_cluster_status_shows_both_lanes_and_a_busy_node_is_refused_unless_repla
     node = "lksim-spark-02"
     docker(node, "rm", "-f", f"{OTHER_LANE}-r0", "gpu-hog", check=False)
     try:
-        docker(node, "run", "-d", "--name", f"{OTHER_LANE}-r0", "--label", f"io.lanekit.lane={OTHER_LANE}",
+        # --init: a bare `sleep` as PID 1 ignores SIGTERM, and the replacing deploy's stop would wait out
+        # the whole grace it gives an engine it does not know (two minutes) before killing it.
+        docker(node, "run", "-d", "--init", "--name", f"{OTHER_LANE}-r0", "--label", f"io.lanekit.lane={OTHER_LANE}",
                "--label", "io.lanekit.rank=0", "--label", "io.lanekit.plan-hash=0123456789abcdef",
                "--entrypoint", "sleep", image, "600")
         docker(node, "run", "-d", "--name", "gpu-hog", "-e", "NVIDIA_VISIBLE_DEVICES=all", "--entrypoint", "sleep",
@@ -258,7 +260,8 @@ def test_status_with_a_node_stopped_names_the_node_unreachable(vllm_present):
 @pytest.fixture()
 def vllm_torn_down():
     """The vLLM lane removed by teardown-lane.yml (its logs archived): torn down here unless an earlier
-    test did (in the full scenario the secrets test's teardown, conftest.ORDER)."""
+    test did (in make test-extended, the vLLM secrets test's teardown; conftest.ORDER). In make test
+    this teardown takes the lane the status tests left with a rank killed and a node restarted."""
     if lane_containers():
         down = run_playbook("teardown_lane.yml", extra=["-e", "teardown_remove=true"])
         assert down.returncode == 0, "setting up: the vLLM lane did not tear down"

@@ -3,8 +3,9 @@ lanekit_secret_env value reaches ready, answers an authenticated request and ref
 unauthenticated one, and neither secret appears in the playbook output (a check-mode diff
 included), in the plan, in any file under reports/ or in the containers' argv. The lane is then
 torn down: no rank container is left, their logs are archived first, and the secrets file leaves
-every node with the lane. In the full scenario this is the seed lane's last deploy and its teardown
-(conftest.ORDER): the SGLang lane comes next on the same nodes.
+every node with the lane. make test-extended runs it (lanefixtures.EXTENDED_ONLY); make test proves
+the same on the keyed SGLang lane (test_scenario_04_sglang_and_teardown.py) and vLLM's key guard on the
+real engine (real-vllm's scenario 13).
 """
 from __future__ import annotations
 

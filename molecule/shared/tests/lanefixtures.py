@@ -38,8 +38,8 @@ def order_index(nodeid: str, order: tuple[str, ...]) -> int:
 # (README: "How long make test takes"). tests/unit/test_molecule_layout.py checks that each named test exists.
 EXTENDED_ONLY = {
     # The end-to-end failing deploy stays in the CI tier as real-vllm's unknown flag (scenario 13: the
-    # real engine's own line, named with the fix); the secrets test's deploy repairs what the tests
-    # before it broke.
+    # real engine's own line, named with the fix); in make test no deploy repairs what the tests before
+    # it broke: the torn-down test takes the lane down as they left it (seed-lanes' conftest.ORDER).
     "test_scenario_15_ledger.py::test_three_deploys_one_failing_are_a_three_row_ledger_with_their_causes":
         "tests/unit/plugins/action/test_lane_ledger.py::test_three_deploys_one_failing_print_three_rows_with_the_right_causes",
     "test_scenario_03_weights.py::test_staging_killed_mid_copy_resumes_and_verifies":
@@ -73,6 +73,13 @@ EXTENDED_ONLY = {
         "tests/unit/plugins/plugin_utils/_bench/test__gate.py::test_a_restart_during_the_run_makes_it_invalid",
     "test_scenario_11_relay.py::test_every_node_gets_the_pinned_image_through_the_relay":
         "tests/unit/plugins/modules/test_image_relay.py::test_a_chain_loads_every_node_and_the_builder_serves_only_the_first",
+    # The vLLM lane's own keyed deploy: the key and the secret env go through the same plan, env file and
+    # teardown for either engine, and seed-lanes' SGLang deploy is keyed with a secret env (scenario 04,
+    # which checks all this test does but vLLM's key guard); the guard on every other vLLM path is proven
+    # on the real engine (real-vllm, scenario 13) and by tests/unit/plugins/plugin_utils/_plan/test__keyguard.py.
+    "test_scenario_09_secrets.py::test_a_lane_with_a_key_and_a_secret_env_keeps_them_secret":
+        "tests/unit/plugins/plugin_utils/_plan/test__secrets.py::"
+        "test_vllm_reads_the_key_from_its_environment_and_starts_behind_the_key_guard",
     "test_scenario_14_fabric.py::test_the_deploy_stops_before_any_rank_starts_on_a_slow_node":
         "tests/unit/plugins/action/test_fabric_gate.py::test_strict_fails_with_the_verdict_and_warn_goes_on",
 }
@@ -147,9 +154,3 @@ def vllm_staged():
 @pytest.fixture()
 def sglang_only():
     _remove_other_lanes(SGLANG_LANE)
-
-
-@pytest.fixture()
-def sglang_serving():
-    if not _serving(SGLANG_LANE):
-        _deploy(SGLANG_LANE)

