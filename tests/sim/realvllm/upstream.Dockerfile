@@ -16,7 +16,7 @@
 #   - torchvision, torchaudio and torchcodec from PyPI are CUDA-linked, and `import vllm` fails on
 #     them ("operator torchvision::nms does not exist", ...).
 # One deliberate difference from the published requirement set: triton (pulled in by xgrammar,
-# about 1 GB of the image's 3.5 GB) is uninstalled. vLLM's CPU backend never uses it (with it, every
+# about 1 GB of what would be a 4 GB image) is uninstalled. vLLM's CPU backend never uses it (with it, every
 # process logs "Triton is installed, but doesn't include CPU backend. Disabling Triton."); serving
 # and JSON mode work without it (measured when the lane was first brought up); and every byte of
 # this image is built, pushed, pulled, saved and loaded again on 2-core CI machines.
