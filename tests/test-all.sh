@@ -4,8 +4,9 @@
 #   spark track: ssh-faults, then seed-lanes (the eight stand-in nodes, inventories/sim)
 #   cpu track:   recipes, then real-vllm (the two CPU nodes, inventories/sim-cpu)
 # The cluster comes up (stand-in images only) while make check runs and the bench tools' venv is built,
-# and the tracks start as soon as both are there; the real vLLM image (minutes of build and push) is built while the recipes scenario runs, and
-# real-vllm starts when it is there. lint, sanity and the collection build start when make check ends.
+# and the tracks start as soon as both are there; the real vLLM image's wheels download from the start,
+# the image (minutes of build and push) is built while the recipes scenario runs, and real-vllm starts
+# when it is there. lint, sanity and the collection build start when make check ends.
 # ssh-faults goes first on its track: it leaves the seed lane serving, so seed-lanes' converge is the
 # re-run that changes nothing instead of a second deploy of eight ranks (seed-lanes ends with no lane).
 # The spark track is the longest: the other parts run at a lower priority (nice), so that its Ansible

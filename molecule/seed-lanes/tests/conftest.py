@@ -46,8 +46,8 @@ ORDER = (
     "test_scenario_16_fabric_stand_in.py",
     "test_scenario_15_ledger.py::test_a_wedge_is_found_within_two_probes_and_healed_by_one_restart",
     "test_scenario_15_ledger.py::test_a_wedge_that_outlives_the_budget_is_reported_and_left",
-    # Serving still, but on a plan with one flag changed: a plain deploy before the repair below would
-    # recreate every rank (so the no-op re-run of scenario 5 must come before it).
+    # Serving still, but on a plan with one flag changed: a plain deploy after it recreates every rank
+    # (so the no-op re-run of scenario 5 must come before it).
     "test_scenario_02_ranks.py::test_one_changed_flag_recreates_the_ranks_and_nothing_else",
     # Each of these leaves a rank killed or a node restarted; the lane's teardown (the torn-down test)
     # takes what is left, every rank's log archived. In make test-extended, the ledger's first deploy

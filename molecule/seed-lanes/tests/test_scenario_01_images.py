@@ -193,7 +193,7 @@ def test_a_fake_stream_server_on_the_port_is_refused_and_nothing_is_tagged(vllm_
     ref = image["ref"]
     builder = node_of("spark-01")
     # spark-03 loses the image (and its rank, when there is one: no untagged copy to re-tag): only the
-    # stream can bring it back. The next test that needs the lane serving deploys it again.
+    # stream can bring it back. A later test that needs the lane serving deploys it again.
     for name in [c["Names"] for c in rank_containers(node_of("spark-03"))]:
         docker(node_of("spark-03"), "rm", "--force", name)
     docker(node_of("spark-03"), "image", "rm", "--force", ref)
