@@ -23,8 +23,9 @@ order=()
 # start <part> <command...>: run a part in the background, its output to $logs/<part>.log.
 start() {
   local part=$1; shift
-  order+=("$part"); began[$part]=$SECONDS
-  ("$@" >"$logs/$part.log" 2>&1; echo $? >"$logs/$part.rc") &
+  order+=("$part"); began[$part]=$(date +%s)
+  # The end time is written before the result, so that a part waited for after it ended gets its own time.
+  ("$@" >"$logs/$part.log" 2>&1; rc=$?; date +%s >"$logs/$part.end"; echo $rc >"$logs/$part.rc") &
   echo "test: [$(date +%T)] $part started (log: $logs/$part.log)"
 }
 
@@ -32,7 +33,7 @@ start() {
 finish() {
   local part=$1
   while [[ ! -f $logs/$part.rc ]]; do sleep 2; done
-  result[$part]=$(cat "$logs/$part.rc"); took[$part]=$((SECONDS - began[$part]))
+  result[$part]=$(cat "$logs/$part.rc"); took[$part]=$(( $(cat "$logs/$part.end") - began[$part] ))
   echo "test: ---- $part: exit ${result[$part]} after ${took[$part]} s; its output: ----"
   cat "$logs/$part.log"
   echo "test: ---- end of $part ----"
