@@ -428,11 +428,12 @@ def test_a_served_archive_naming_another_tag_or_config_is_refused(tmp_path, save
 
 def test_a_slow_save_still_updates_a_node_by_delta(tmp_path):
     port = free_port()
-    # The save takes 3 s, three times the node's stall timeout: keep-alive frames carry it through
-    # (every 0.1 s: ten to a timeout, so a loaded machine does not starve them).
-    thread, outcome, _module = start_server(tmp_path, port, save_argv(delay=3.0), keepalive=0.1)
+    # The save takes 6 s, three times the node's stall timeout: keep-alive frames carry it through
+    # (every 0.1 s: twenty to a timeout, so a loaded machine does not starve them; with a 1 s timeout a
+    # make check beside a scenario once lost the delta to a stall and fell back to the whole image).
+    thread, outcome, _module = start_server(tmp_path, port, save_argv(delay=6.0), keepalive=0.1)
     node = LoadingNode(tmp_path, base=True)
-    result = node.run(port, stream_timeout=1.0)
+    result = node.run(port, stream_timeout=2.0)
     thread.join(timeout=30)
     assert result["action"] == "loaded" and result["skipped_layers"] == 1 and node.tagged() == [REF]
     with tarfile.open(node.out) as tar:
