@@ -29,6 +29,7 @@ from simlib import (
     changed_hosts,
     cmdlines_holding,
     docker,
+    files_holding,
     flat,
     lane_containers,
     node_of,
@@ -52,17 +53,6 @@ def _vars_file(directory, secret: str) -> list[str]:
 def _nodes_holding_env_file() -> list[str]:
     return [node for node in NODES
             if subprocess.run(["docker", "exec", node, "test", "-e", ENV_FILE], check=False).returncode == 0]
-
-
-def _files_holding(root: str, words: tuple[str, ...]) -> list[str]:
-    found = []
-    for base, _dirs, files in os.walk(root):
-        for name in files:
-            path = os.path.join(base, name)
-            with open(path, "rb") as handle:
-                data = handle.read()
-            found += [f"{path}: {w}" for w in words if w.encode() in data]
-    return found
 
 
 @pytest.fixture()
@@ -126,7 +116,7 @@ def test_sglang_lane_reaches_ready_with_the_patched_barrier_and_keeps_its_secret
     output += check.stdout + check.stderr
     assert changed_hosts(check.stdout, ignore=()), "a changed secret did not show as a change in check mode"
     assert not [w for w in WORDS if w in output], "a secret reached the playbook output"
-    assert not _files_holding(os.path.join(ROOT, "reports"), WORDS), "a secret reached a file under reports/"
+    assert not files_holding(os.path.join(ROOT, "reports"), WORDS), "a secret reached a file under reports/"
 
 
 def test_sglang_teardown_stops_rank_zero_first_and_takes_the_secrets_file_with_it(sglang_keyed):
@@ -149,4 +139,4 @@ def test_sglang_teardown_stops_rank_zero_first_and_takes_the_secrets_file_with_i
               for log in glob.glob(os.path.join(newest, "ranks", "r*", "*.log"))}
     assert logged == {f"r{rank}" for rank in range(8)}, f"not every rank's log is in {newest}: {sorted(logged)}"
     assert not [w for w in WORDS if w in proc.stdout + proc.stderr], "a secret reached the teardown's output"
-    assert not _files_holding(os.path.join(ROOT, "reports"), WORDS), "a secret reached a file under reports/"
+    assert not files_holding(os.path.join(ROOT, "reports"), WORDS), "a secret reached a file under reports/"

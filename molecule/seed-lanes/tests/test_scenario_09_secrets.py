@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 
-from simlib import LANE, NODES, ROOT, api_status, docker, node_of, plan, rank_containers, run_playbook
+from simlib import LANE, NODES, ROOT, api_status, docker, files_holding, node_of, plan, rank_containers, run_playbook
 
 KEY = "sk-lksim-8f3e1a9c5d7b2e60"
 SECRET = "lksim-secret-9b2c7e4a1f6d"
@@ -29,17 +29,6 @@ def _vars_file(tmp_path, secret: str) -> str:
 
 def _on_node(node: str, *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", "exec", node, *argv], capture_output=True, text=True, check=False)
-
-
-def _files_holding(root: str, words: tuple[str, ...]) -> list[str]:
-    found = []
-    for base, _dirs, files in os.walk(root):
-        for name in files:
-            path = os.path.join(base, name)
-            with open(path, "rb") as handle:
-                data = handle.read()
-            found += [f"{path}: {w}" for w in words if w.encode() in data]
-    return found
 
 
 def test_a_lane_with_a_key_and_a_secret_env_keeps_them_secret(vllm_only, tmp_path):
@@ -89,4 +78,4 @@ def test_a_lane_with_a_key_and_a_secret_env_keeps_them_secret(vllm_only, tmp_pat
     assert glob.glob(os.path.join(newest, "**", "*.log"), recursive=True), f"no rank log in {newest}"
     words = (KEY, SECRET, CHANGED)
     assert not [w for w in words if w in output], "a secret reached the playbook output"
-    assert not _files_holding(os.path.join(ROOT, "reports"), words)  # the teardown archive included
+    assert not files_holding(os.path.join(ROOT, "reports"), words)  # the teardown archive included

@@ -176,3 +176,16 @@ def cmdlines_holding(node: str, container: str, word: str) -> list[str]:
               " except OSError:\n  continue\n print(t.replace(b'\\0',b' ').decode('utf-8','replace'))")
     proc = docker(node, "exec", container, "python3", "-c", script)
     return [line[:200] for line in proc.stdout.splitlines() if word in line]
+
+
+def files_holding(root: str, words: tuple[str, ...]) -> list[str]:
+    """Every ``path: word`` for a file under ``root`` whose bytes hold one of ``words`` (a secret that
+    reached a report, a plan or an archive)."""
+    found = []
+    for base, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(base, name)
+            with open(path, "rb") as handle:
+                data = handle.read()
+            found += [f"{path}: {w}" for w in words if w.encode() in data]
+    return found
