@@ -106,8 +106,15 @@ REF = "lanekit/thin:aaaaaaaaaaaa"
 
 SAVE_SCRIPT = r"""
 import hashlib, io, json, sys, tarfile, time
+import os
 tags, entrypoint, delay, blob_size = json.loads(sys.argv[1])
-time.sleep(delay)
+if isinstance(delay, str):  # a path: the save writes once the test creates it
+    for _tick in range(1500):
+        if os.path.exists(delay):
+            break
+        time.sleep(0.02)
+else:
+    time.sleep(delay)
 layers = [b"base-layer-" * 4000 + bytes(blob_size), b"patch-layer"]
 blobs = []
 for data in layers:
@@ -444,12 +451,27 @@ def test_a_slow_save_still_updates_a_node_by_delta(tmp_path):
 def test_a_delta_that_stalls_falls_back_to_the_whole_stream(tmp_path):
     port = free_port()
     # No keep-alive within the node's stall timeout (a source that says nothing while it saves): the
-    # shortened stream times out, the whole one flows as soon as the save writes (0.5 s after the
-    # fallback starts: a second of slack for a loaded machine).
-    thread, _outcome, _module = start_server(tmp_path, port, save_argv(delay=2.0), keepalive=5.0)
+    # shortened stream times out. The save writes only once the node has given up on it and said so
+    # (the release file below), so the whole stream flows at once: no race with a loaded machine's
+    # scheduler (a fixed 2 s save against a 1.5 s timeout lost the whole stream, too, in a CI run).
+    release = tmp_path / "save-may-write"
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(delay=str(release)), keepalive=60.0,
+                                              idle_timeout=30)
     node = LoadingNode(tmp_path, base=True)
-    result = node.run(port, stream_timeout=1.5)
+
+    def release_after_the_fallback_warning():
+        for _tick in range(3000):
+            module = getattr(node, "module", None)  # run() makes it
+            if module and any("loading the whole image instead" in w for w in module.warnings):
+                release.touch()
+                return
+            time.sleep(0.01)
+
+    releaser = threading.Thread(target=release_after_the_fallback_warning, daemon=True)
+    releaser.start()
+    result = node.run(port, stream_timeout=2.0)
     thread.join(timeout=30)
+    releaser.join(timeout=30)
     assert result["action"] == "loaded" and result["skipped_layers"] == 0 and node.tagged() == [REF]
     assert any("loading the whole image instead" in w for w in node.module.warnings)
 
