@@ -6,7 +6,7 @@
 # The cluster comes up (stand-in images only) while make check runs and the bench tools' venv is built,
 # and the tracks start as soon as both are there; the real vLLM image's wheels download from the start,
 # the image (minutes of build and push) is built while the recipes scenario runs, and real-vllm starts
-# when it is there. lint, sanity and the collection build start when make check ends.
+# when it is there. lint, sanity and the collection build run beside make check.
 # ssh-faults goes first on its track: it leaves the seed lane serving, so seed-lanes' converge is the
 # re-run that changes nothing instead of a second deploy of eight ranks (seed-lanes ends with no lane).
 # The spark track is the longest: the other parts run at a lower priority (nice), so that its Ansible
@@ -14,6 +14,10 @@
 # each part's time and result, the scenarios' phases, slowest tests and what failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The machine's CPU use over the whole run (/proc/stat, every process and container): on a machine whose
+# cores are busy all along, the run cannot end before its core-seconds divided by its cores.
+busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
+busy_at_start=$(busy_jiffies)
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 export PATH="$PWD/.venv/bin:$PATH"
 logs=$(mktemp -d /tmp/lanekit-test.XXXXXX)
@@ -24,8 +28,10 @@ order=()
 start() {
   local part=$1; shift
   order+=("$part"); began[$part]=$(date +%s)
-  # The end time is written before the result, so that a part waited for after it ended gets its own time.
-  ("$@" >"$logs/$part.log" 2>&1; rc=$?; date +%s >"$logs/$part.end"; echo $rc >"$logs/$part.rc") &
+  # The end time is written before the result, so that a part waited for after it ended gets its own time;
+  # `times` gives the CPU its processes used on the controller (the node containers' is not in it).
+  ("$@" >"$logs/$part.log" 2>&1; rc=$?; date +%s >"$logs/$part.end"; times >"$logs/$part.times"
+   echo $rc >"$logs/$part.rc") &
   echo "test: [$(date +%T)] $part started (log: $logs/$part.log)"
 }
 
@@ -66,6 +72,9 @@ cpu_track() {
 
 start sim-up sim_up
 start check nice -n 10 make --no-print-directory check
+# Beside make check, not after it: neither needs the other, and waiting for a make check slowed by the
+# scenarios put lint, sanity and the build last on the critical path (a CI run's make check took 30 min).
+start lint-sanity-build nice -n 10 make --no-print-directory lint sanity build
 start venv-bench make --no-print-directory venv-bench
 # The real vLLM image's wheels (about 880 MB, network-bound) download from the start; the image's build
 # (sim-up's images tag below) finds their stamp in the same folder (the role's __sim_cluster_wheels_dir)
@@ -74,7 +83,7 @@ start real-vllm-wheels env PYTHON="$PWD/.venv/bin/python" bash tests/sim/realvll
 finish venv-bench
 finish sim-up
 if [[ ${result[sim-up]} != 0 || ${result[venv-bench]} != 0 ]]; then
-  finish check
+  finish check; finish lint-sanity-build
   echo "test: sim-up or the bench tools' venv failed; no scenario ran" >&2
   exit 1
 fi
@@ -87,9 +96,6 @@ start real-vllm-image real_vllm_image
 start spark-track spark_track
 start cpu-track cpu_track
 finish check
-if [[ ${result[check]} == 0 ]]; then
-  start lint-sanity-build nice -n 10 make --no-print-directory lint sanity build
-fi
 for part in real-vllm-wheels real-vllm-image lint-sanity-build cpu-track spark-track; do
   [[ -n ${began[$part]:-} ]] && finish "$part"
 done
@@ -105,10 +111,20 @@ for log in "$logs"/spark-track.log "$logs"/cpu-track.log; do
   done
 done
 rc=0
+parts_cpu=0
 for part in "${order[@]}"; do
-  printf 'test: %-18s %5s s  %s\n' "$part" "${took[$part]:-?}" "$([[ ${result[$part]:-1} == 0 ]] && echo passed || echo FAILED)"
+  # The second line of `times`: the part's processes' user and system time ("1m2.345s 0m6.789s").
+  cpu=$(sed -n 2p "$logs/$part.times" 2>/dev/null | awk '{t=0; for (i=1;i<=2;i++) {split($i,a,"m"); t+=a[1]*60+a[2]} printf "%d", t}')
+  parts_cpu=$(( parts_cpu + ${cpu:-0} ))
+  printf 'test: %-18s %5s s  %s  (%s core-s on the controller)\n' "$part" "${took[$part]:-?}" \
+    "$([[ ${result[$part]:-1} == 0 ]] && echo passed || echo FAILED)" "${cpu:-?}"
   [[ ${result[$part]:-1} == 0 ]] || rc=1
 done
+cores=$(nproc)
+busy=$(( ($(busy_jiffies) - busy_at_start) / $(getconf CLK_TCK) ))
+echo "test: the machine: $cores cores busy $(( 100 * busy / (cores * (SECONDS > 0 ? SECONDS : 1)) ))% of the run," \
+  "$busy core-s in all: $parts_cpu in the parts' controller processes, $(( busy - parts_cpu )) in the node" \
+  "containers and the rest; $(( busy / cores )) s is the least this work takes on $cores cores"
 grep -h "^molecule [a-z-]*: \(passed\|FAILED\)" "$logs"/spark-track.log "$logs"/cpu-track.log 2>/dev/null | sed 's/^/test: /'
 echo "test: finished after $SECONDS s ($(( SECONDS / 60 )) min)"
 exit "$rc"
