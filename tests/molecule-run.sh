@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One molecule scenario on the simulated cluster (`make scenario S=<scenario>`, molecule/<scenario>):
-# its create brings up only the nodes it uses, then its sequence (converge, idempotence, verify:
+# its create brings up only the nodes it uses, then its sequence (converge, verify and the like:
 # molecule/<scenario>/molecule.yml), and its destroy removes what its create made. Extra arguments go
 # to `molecule test`.
 #

@@ -1,9 +1,9 @@
-"""Images on the simulated cluster, after converge/idempotence/verify deployed the vLLM lane:
+"""Images on the simulated cluster, after converge deployed the vLLM lane:
 a node whose image was removed or replaced under the same tag is repaired and only it changes;
 a truncated digest, an architecture mismatch, a lock mismatch and a patch whose target line is
 missing each stop the run with a sentence and leave the running ranks untouched.
 
-The fresh build on all 8 nodes and the quiet re-run are the scenario's converge and idempotence.
+The fresh build on all 8 nodes is the scenario's converge; the quiet re-run is scenario 05's re-run test.
 """
 from __future__ import annotations
 

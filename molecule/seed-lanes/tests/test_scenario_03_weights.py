@@ -2,8 +2,8 @@
 that keeps size and mtime is invisible to the quick check, found by verify: full, and only that
 file is fetched again; a node that cannot see one shard stops the deploy, naming it.
 
-Staging the synthetic checkpoint and the quiet second deploy are the scenario's converge and
-idempotence. The NFS export of the simulated cluster is .sim/nfs on this machine, mounted at
+Staging the synthetic checkpoint is the scenario's converge; the quiet second deploy is scenario 05's re-run
+test. The NFS export of the simulated cluster is .sim/nfs on this machine, mounted at
 /mnt/nfs/models in every node; the staging host's mirror is .sim/mirror at /srv/mirror.
 """
 from __future__ import annotations
