@@ -455,8 +455,8 @@ def test_a_delta_that_stalls_falls_back_to_the_whole_stream(tmp_path):
     # (the release file below), so the whole stream flows at once: no race with a loaded machine's
     # scheduler (a fixed 2 s save against a 1.5 s timeout lost the whole stream, too, in a CI run).
     release = tmp_path / "save-may-write"
-    thread, _outcome, _module = start_server(tmp_path, port, save_argv(delay=str(release)), keepalive=60.0,
-                                              idle_timeout=30)
+    save = save_argv(delay=str(release))
+    thread, _outcome, _module = start_server(tmp_path, port, save, keepalive=60.0, idle_timeout=30)
     node = LoadingNode(tmp_path, base=True)
 
     def release_after_the_fallback_warning():
