@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One molecule scenario on the simulated cluster (`make scenario S=<scenario>`, molecule/<scenario>):
-# its create brings up only the nodes it uses, then its sequence (converge, verify and the like:
-# molecule/<scenario>/molecule.yml), and its destroy removes what its create made. Extra arguments go
+# its create brings up only the nodes it uses, then the rest of its sequence (converge and verify, as
+# molecule/<scenario>/molecule.yml lists them), and its destroy removes what its create made. Extra arguments go
 # to `molecule test`.
 #
 # The whole output also goes to a log; its phases, the slowest tests, and what failed (as words, not

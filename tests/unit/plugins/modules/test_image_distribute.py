@@ -105,8 +105,7 @@ def test_a_pulled_image_with_another_entrypoint_is_not_tagged():
 REF = "lanekit/thin:aaaaaaaaaaaa"
 
 SAVE_SCRIPT = r"""
-import hashlib, io, json, sys, tarfile, time
-import os
+import hashlib, io, json, os, sys, tarfile, time
 tags, entrypoint, delay, blob_size = json.loads(sys.argv[1])
 if isinstance(delay, str):  # a path: the save writes once the test creates it
     for _tick in range(1500):
