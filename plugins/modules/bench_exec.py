@@ -127,13 +127,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api as api
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 
-# The detached wrapper: runs the tool, then records its exit code atomically (stdlib only).
+# The detached wrapper: runs the tool, then records its exit code atomically (stdlib only), through a
+# temporary file mkstemp creates (unpredictable name, O_EXCL: nothing planted there is written through).
 _WRAPPER = (
-    "import json, os, subprocess, sys\n"
+    "import json, os, subprocess, sys, tempfile\n"
     "rc = subprocess.call(json.loads(sys.argv[1]))\n"
-    "with open(sys.argv[2] + '.tmp', 'w') as fh:\n"
+    "fd, tmp = tempfile.mkstemp(dir=os.path.dirname(sys.argv[2]) or '.')\n"
+    "with os.fdopen(fd, 'w') as fh:\n"
     "    fh.write(str(rc))\n"
-    "os.replace(sys.argv[2] + '.tmp', sys.argv[2])\n"
+    "os.replace(tmp, sys.argv[2])\n"
 )
 # A poll returns at most this much of one file (the progress files grow by small lines).
 _CHUNK_MAX = 4 << 20
@@ -158,8 +160,9 @@ def _spawn_detached(argv: list, env: dict, cwd: str, stdout_path: str, stderr_pa
             os.setsid()
             os.chdir(cwd)
             stdin = os.open(os.devnull, os.O_RDONLY)
-            out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # in the run's 0700 directory; O_NOFOLLOW all the same (a link there is never written through)
+            out = os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             for fd, target in ((stdin, 0), (out, 1), (err, 2)):
                 os.dup2(fd, target)
             os.execve(argv[0], argv, env)

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -99,8 +100,10 @@ def _private_dir(lock_dir: str) -> None:
 
 def _link_new(path: str, record: dict[str, Any]) -> bool:
     """Create ``path`` holding ``record`` if it does not exist; True when this call created it."""
-    tmp = f"{path}.{os.getpid()}.{record['token'][:8]}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    # an unpredictable name, created O_EXCL|O_NOFOLLOW (the directory is checked private, and a temporary
+    # file is made the same way everywhere in the collection: _files.atomic_write)
+    tmp = f"{path}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(record, fh, sort_keys=True)

@@ -15,11 +15,15 @@ import stat as statmod
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import read_regular
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest import (
     MANIFEST_NAME,
     STATE_DIR,
     load_manifest,
 )
+
+# A safetensors index names every tensor of the checkpoint (a few MiB for the largest models).
+INDEX_MAX_BYTES = 256 << 20
 
 LAYOUT_RULES: dict[str, dict[str, list[str]]] = {
     "mistral_consolidated": {"absent": ["config.json"], "present": ["params.json", "tekken.json"]},
@@ -124,9 +128,14 @@ class WeightsChecker:
         for idx in sorted(n for n in names if n.endswith(".safetensors.index.json")):
             full = os.path.join(self.path, *idx.split("/"))
             try:
-                with open(full, "rb") as fh:
-                    doc = json.loads(fh.read().decode("utf-8"))
+                # never through a link and bounded: the export's writers choose what is there (a link to
+                # /dev/zero would have root on every node read until out of memory)
+                raw = read_regular(full, INDEX_MAX_BYTES, "The safetensors index")
+                doc = json.loads((raw or b"").decode("utf-8"))
                 shards = set((doc.get("weight_map") or {}).values())
+            except LanekitError as exc:
+                self.res["layout_errors"].append(str(exc))
+                continue
             except (OSError, ValueError, AttributeError) as exc:
                 self.res["layout_errors"].append(f"{idx} cannot be read as a safetensors index ({exc})")
                 continue

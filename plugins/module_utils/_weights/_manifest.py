@@ -28,13 +28,17 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeGuard
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write, read_regular
 
 MANIFEST_NAME = "MANIFEST.json"
 SUMS_NAME = "SHA256SUMS"
 STATE_DIR = ".lanekit"
 JOURNAL_NAME = "journal.jsonl"
 SCHEMA = "lanekit.weights.manifest/1"
+# Bounds on what a node reads back from the export (anyone who can write it can make these files
+# anything): far above what staging writes (a manifest line is ~200 bytes per checkpoint file).
+MANIFEST_MAX_BYTES = 64 << 20
+JOURNAL_MAX_BYTES = 256 << 20
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -141,17 +145,19 @@ def parse_sums(text: str) -> dict[str, str]:
     return out
 
 
-def load_manifest(path: str) -> dict[str, Any] | None:
+def load_manifest(path: str, follow: bool = False) -> dict[str, Any] | None:
     """Return the manifest at ``path``, None if absent; raise LanekitError if unreadable.
 
     The one loader of every manifest version (``lanekit.weights.manifest/1``, the flat
-    pre-revision one, a local source's): each listed path is checked with ``check_relpath``.
+    pre-revision one, a local source's): each listed path is checked with ``check_relpath``. Read as a
+    regular file of bounded size, never through a link (``follow`` only for a local source, whose links
+    the caller has checked).
     """
     try:
-        with open(path, "rb") as fh:
-            doc = json.loads(fh.read().decode("utf-8"))
-    except FileNotFoundError:
-        return None
+        raw = read_regular(path, MANIFEST_MAX_BYTES, "The weights manifest", follow=follow)
+        if raw is None:
+            return None
+        doc = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise LanekitError(f"{path} cannot be read as JSON ({exc}); remove it and stage again.") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
@@ -190,8 +196,10 @@ class Journal:
     (a run killed while appending) is ignored. The last entry for a path wins.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, inside: str | None = None) -> None:
         self.path = path
+        # the tree the journal lives in when other users may write it (see _files.atomic_write)
+        self.inside = inside
         self.entries: dict[str, dict[str, Any]] = {}
         self.torn_lines = 0
         self._fh: Any = None
@@ -199,10 +207,8 @@ class Journal:
     def load(self) -> Journal:
         self.entries = {}
         self.torn_lines = 0
-        try:
-            with open(self.path, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError:
+        data = read_regular(self.path, JOURNAL_MAX_BYTES, "The staging journal")
+        if data is None:
             return self
         for raw in data.split(b"\n"):
             if not raw.strip():
@@ -263,7 +269,7 @@ class Journal:
         self.close()
         keep = [self.entries[p] for p in sorted(keep_paths) if p in self.entries]
         data = "".join(json.dumps(r, sort_keys=True) + "\n" for r in keep).encode("utf-8")
-        atomic_write(self.path, data)
+        atomic_write(self.path, data, inside=self.inside)
         self.entries = {r["path"]: r for r in keep}
 
 

@@ -24,6 +24,7 @@ import time
 from typing import Any, NamedTuple
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+from ansible_collections.lanekit.serving.plugins.module_utils._files import read_regular
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache_sys import MIB, libc, release_pages
 
 __all__ = ["Digest", "StageLock", "copy_and_hash", "hash_file", "os_error_sentence", "same_device",
@@ -266,7 +267,9 @@ class StageLock:
         me = {"host": socket.gethostname(), "pid": os.getpid(), "started": int(time.time())}
         for _unused in range(2):
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                # 0600: who holds the lock (host, pid) is for the staging runs, not for every reader of
+                # the export (a pid made the old temporary names guessable)
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             except FileExistsError:
                 holder = self._read() or {}
                 if holder.get("host") == me["host"] and not _pid_alive(holder.get("pid")):
@@ -285,9 +288,9 @@ class StageLock:
 
     def _read(self) -> dict[str, Any] | None:
         try:
-            with open(self.path) as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError):
+            raw = read_regular(self.path, 64 << 10, "The staging lock")
+            doc = json.loads(raw) if raw is not None else None
+        except (OSError, ValueError, LanekitError):
             return None
         return doc if isinstance(doc, dict) else None
 

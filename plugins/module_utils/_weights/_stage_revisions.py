@@ -36,11 +36,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._files import (
     atomic_write,
     fsync_dir,
     open_dir_inside,
-    read_bytes,
+    read_regular,
     rmtree_inside,
     unlink_inside,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest import (
+    JOURNAL_MAX_BYTES,
     JOURNAL_NAME,
     MANIFEST_NAME,
     STATE_DIR,
@@ -199,11 +200,11 @@ def migrate_legacy(model_dir: str, key: str, revision: Any, check_mode: bool = F
         except OSError:
             continue  # a part became a link or vanished since the check: not linked, staged afresh
         linked.append(rel)
-    journal = read_bytes(os.path.join(model_dir, STATE_DIR, JOURNAL_NAME))
+    journal = read_regular(os.path.join(model_dir, STATE_DIR, JOURNAL_NAME), JOURNAL_MAX_BYTES, "The staging journal")
     state = os.path.join(rev_dir, STATE_DIR)
     if journal is not None and not os.path.exists(os.path.join(state, JOURNAL_NAME)):
         os.makedirs(state, mode=0o755, exist_ok=True)
-        atomic_write(os.path.join(state, JOURNAL_NAME), journal)
+        atomic_write(os.path.join(state, JOURNAL_NAME), journal, inside=model_dir)
     return linked
 
 

@@ -20,8 +20,9 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import read_bytes
+from ansible_collections.lanekit.serving.plugins.module_utils._files import read_regular
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest import (
+    MANIFEST_MAX_BYTES,
     MANIFEST_NAME,
     STATE_DIR,
     SUMS_NAME,
@@ -228,11 +229,12 @@ class LocalSource:
             real = os.path.realpath(os.path.join(self.path, name))
             if os.path.lexists(os.path.join(self.path, name)) and not _inside(real, allowed):
                 raise self._unsafe_link_error([(name, real)])
-        sums = read_bytes(os.path.join(self.path, SUMS_NAME))
+        sums = read_regular(os.path.join(self.path, SUMS_NAME), MANIFEST_MAX_BYTES, "The source's checksum file",
+                            follow=True)
         if sums is not None:
             for p, sha in parse_sums(sums.decode("utf-8", "replace")).items():
                 out[p] = {"sha256": sha}
-        man = load_manifest(os.path.join(self.path, MANIFEST_NAME))
+        man = load_manifest(os.path.join(self.path, MANIFEST_NAME), follow=True)
         if man is not None:
             self.declared_revision = man.get("revision")
             for f in man["files"]:

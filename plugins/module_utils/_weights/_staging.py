@@ -34,7 +34,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._errors import Lan
 from ansible_collections.lanekit.serving.plugins.module_utils._files import (
     atomic_write,
     fsync_dir,
-    read_bytes,
+    holds_exactly,
     unlink_inside,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest import (
@@ -101,7 +101,7 @@ class Stager(StageFiles):
         self.dest = dest
         self.state_dir = os.path.join(dest, STATE_DIR)
         self.tmp_dir = os.path.join(self.state_dir, "tmp")
-        self.journal = Journal(os.path.join(self.state_dir, JOURNAL_NAME))
+        self.journal = Journal(os.path.join(self.state_dir, JOURNAL_NAME), inside=dest)
 
     def _validate(self) -> None:
         if not os.path.isabs(self.dest):
@@ -324,11 +324,13 @@ class Stager(StageFiles):
         sums = render_sums(manifest)
         man_path = os.path.join(self.dest, MANIFEST_NAME)
         sums_path = os.path.join(self.dest, SUMS_NAME)
-        if read_bytes(sums_path) != sums:
-            atomic_write(sums_path, sums)
+        # inside=self.dest: the model directory may be writable by a node that mounts the export; no
+        # name or directory there is followed as a link (_files.atomic_write)
+        if not holds_exactly(sums_path, sums):
+            atomic_write(sums_path, sums, inside=self.dest)
             changed = True
-        if read_bytes(man_path) != data:
-            atomic_write(man_path, data)  # last: the completeness marker
+        if not holds_exactly(man_path, data):
+            atomic_write(man_path, data, inside=self.dest)  # last: the completeness marker
             changed = True
         self.journal.compact([s.path for s in specs])
         self.phases["publish"].seconds = time.monotonic() - t

@@ -53,3 +53,16 @@ def test_checker_without_manifest_is_a_sentence(tmp_path):
 
 def test_documentation_matches_argument_spec():
     assert_documentation_matches_argument_spec("weights_verify")
+
+
+def test_an_index_swapped_for_a_link_is_a_layout_error_not_a_read(staged, tmp_path):
+    """Issue 38 item 7: an index on the export linked elsewhere (/dev/zero would exhaust memory) is named,
+    not read."""
+    target = tmp_path / "some-other.json"
+    target.write_text(json.dumps({"weight_map": {}}))
+    man = json.loads((staged / "MANIFEST.json").read_text())
+    man["files"].append({"path": "model.safetensors.index.json", "size": target.stat().st_size, "sha256": "0" * 64})
+    (staged / "MANIFEST.json").write_text(json.dumps(man))
+    os.symlink(str(target), str(staged / "model.safetensors.index.json"))
+    r = WeightsChecker(str(staged)).run()
+    assert any("model.safetensors.index.json is a symbolic link" in e for e in r["layout_errors"]), r

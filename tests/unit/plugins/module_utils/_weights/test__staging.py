@@ -401,3 +401,47 @@ def test_direct_io_decides_how_the_copies_are_written(tmp_path, monkeypatch, dir
     stage(src, dest, direct_io=direct_io)
     assert len(first) == len(files)
     assert {bool(flag & os.O_DIRECT) for flag in first.values()} == {direct_io} and sums_ok(dest)
+
+
+def test_a_node_that_writes_the_export_cannot_send_the_stagers_writes_elsewhere(tmp_path):
+    """Issue 38 item 1: links planted where the stager's temporary files go (for every pid it could
+    have, read from its lock) and a state directory swapped for a link leave everything outside alone."""
+    src, dest = str(tmp_path / "src"), str(tmp_path / "nfs" / "model")
+    make_source(src, n=2, size=4096)
+    os.makedirs(dest)
+    outside = tmp_path / "root-only"
+    outside.mkdir()
+    for name in ("SHA256SUMS", "MANIFEST.json"):
+        for pid in [os.getpid()] + list(range(2, 300)):
+            os.symlink(str(outside / name), os.path.join(dest, f".{name}.tmp-{pid}"))
+    r = stage(src, dest)
+    assert r["changed"] and sums_ok(dest)
+    assert os.listdir(outside) == [], "root wrote outside the model directory through a planted link"
+    for name in ("SHA256SUMS", "MANIFEST.json"):
+        assert not os.path.islink(os.path.join(dest, name))
+    # the lock says who holds it to the staging runs only
+    assert not os.path.exists(os.path.join(dest, ".lanekit", "lock"))
+
+
+def test_the_staging_lock_is_private_to_its_owner(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_io import StageLock
+
+    lock = StageLock(str(tmp_path / ".lanekit" / "lock"))
+    lock.acquire()
+    assert os.stat(lock.path).st_mode & 0o777 == 0o600
+    lock.release()
+
+
+def test_a_manifest_swapped_for_a_link_is_refused_not_followed(tmp_path):
+    """Issue 38 item 7: MANIFEST.json linked to another file (or /dev/zero) is refused by name."""
+    src, dest = str(tmp_path / "src"), str(tmp_path / "nfs" / "model")
+    make_source(src, n=2, size=4096)
+    os.makedirs(dest)
+    stage(src, dest)
+    real = os.path.join(dest, "MANIFEST.json")
+    os.rename(real, str(tmp_path / "elsewhere.json"))
+    os.symlink(str(tmp_path / "elsewhere.json"), real)
+    from ansible_collections.lanekit.serving.plugins.module_utils._weights._manifest import load_manifest
+
+    with pytest.raises(LanekitError, match="MANIFEST.json is a symbolic link"):
+        load_manifest(real)
