@@ -101,14 +101,106 @@ def _json_pairs(source: str, variable: str) -> Callable[[list[tuple[str, Any]]],
     return hook
 
 
+# The engine flag mappings of a lane (the router's are a program of its own, with its own parser).
+ENGINE_ARGS_PATHS = (("serve", "args"), ("pd", "prefill", "args"), ("pd", "decode", "args"))
+
+
+def canonical_flag(flag: str) -> str:
+    """A long engine flag in the spelling the ranks get: dashes, as both engines' parsers define them.
+
+    vLLM's parser reads '--gpu_memory_utilization' as '--gpu-memory-utilization' (its FlexibleArgumentParser
+    turns the underscores of a long flag into dashes); SGLang's plain argparse knows only the dashed one.
+    Canonical before anything merges, lints or hashes the flags, so two spellings are one key: a later
+    layer's '--gpu_memory_utilization' replaces the lane's '--gpu-memory-utilization' instead of rendering
+    beside it, where the engine would obey the last while the KV-budget lint read the first.
+    """
+    if not flag.startswith("--"):
+        return flag  # a short flag ('-tp') is one spelling
+    return "--" + flag[2:].replace("_", "-")
+
+
+def _negation(flag: str) -> str | None:
+    """The boolean opposite argparse pairs with a flag ('--no-X' for '--X'), as a key may spell it."""
+    if flag.startswith("--no-"):
+        return "--" + flag[5:]
+    if flag.startswith("--"):
+        return "--no-" + flag[2:]
+    return None
+
+
+def _canonical_args(args: dict, source: str, path: tuple) -> dict:
+    """``args`` with every flag canonical; one flag set twice in one layer (two spellings, or a boolean
+    and its '--no-' opposite both on) is refused naming both keys, since the engine would obey one."""
+    out: dict = {}
+    spelled: dict = {}
+    where = ".".join(path)
+    for flag, value in args.items():
+        if not isinstance(flag, str):
+            out[flag] = value  # the validator names a key that is no flag
+            continue
+        key = canonical_flag(flag)
+        if key in spelled:
+            raise LanekitError(
+                f"{source}: {where} sets {spelled[key]!r} and {flag!r}, one engine flag in two spellings (the "
+                f"engine reads '_' and '-' alike and obeys the last); keep one, spelled {key!r}.")
+        opposite = _negation(key)
+        if opposite in spelled and value not in (None, False) and out.get(opposite) not in (None, False):
+            raise LanekitError(
+                f"{source}: {where} turns on both {spelled[opposite]!r} and {flag!r}, a boolean flag and its "
+                "opposite (the engine obeys the last); keep one.")
+        spelled[key] = flag
+        out[key] = value
+    return out
+
+
+def _merge_args(merged: dict, layer: dict) -> dict:
+    """A layer's engine flags over the merged ones: a flag turned on drops its '--no-' opposite (and the
+    other way round) set by an earlier layer, as giving it later on the command line would."""
+    result = {k: copy.deepcopy(v) for k, v in merged.items()}
+    for flag, value in layer.items():
+        opposite = _negation(flag) if isinstance(flag, str) else None
+        if opposite in result and value not in (None, False):
+            del result[opposite]
+        result[flag] = copy.deepcopy(value)
+    return result
+
+
+def _at(data: Any, path: tuple) -> Any:
+    for part in path:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def _with_canonical_args(layer: dict, source: str) -> dict:
+    """The layer with its engine flag mappings in canonical spelling (the layer itself is not changed)."""
+    out = layer
+    for path in ENGINE_ARGS_PATHS:
+        args = _at(layer, path)
+        if not isinstance(args, dict):
+            continue  # absent, or a shape the validator names
+        if out is layer:
+            out = copy.deepcopy(layer)
+        _at(out, path[:-1])[path[-1]] = _canonical_args(args, source, path)
+    return out
+
+
 class Layers:
     """The lane file plus its override layers, remembering which layer set each key."""
 
     def __init__(self, lane_file: str, data: dict, overrides: list[tuple[str, dict]] | None = None) -> None:
-        self.layers = [(lane_file, data)] + [(name, layer) for name, layer in (overrides or []) if layer]
+        raw = [(lane_file, data)] + [(name, layer) for name, layer in (overrides or []) if layer]
+        # Every layer's engine flags in one spelling before they merge: the provenance below, the lints
+        # and the plan hash then see one key per flag.
+        self.layers = [(name, _with_canonical_args(layer, name) if isinstance(layer, dict) else layer)
+                       for name, layer in raw]
         merged: dict = {}
         for _name, layer in self.layers:
+            before = {path: _at(merged, path) for path in ENGINE_ARGS_PATHS}
             merged = deep_merge(merged, layer)
+            for path, earlier in before.items():
+                later = _at(layer, path)
+                if isinstance(earlier, dict) and isinstance(later, dict):
+                    _at(merged, path[:-1])[path[-1]] = _merge_args(earlier, later)
         self.merged = merged
 
     def set_to_null_by(self, path: tuple) -> str | None:
