@@ -321,8 +321,11 @@ def _resolve_pools(src: RecipeSource, c: Choice, profile: dict, variant: dict, h
         nodes = raw.get("nodes")
         if nodes is None:
             # The recipe site's sizing: the role's override, else enough nodes for the weights, then the floor.
-            nodes = so_role.get("nodes") or max(1, math.ceil((variant.get("vram_minimum_gb") or 0)
-                                                             / (profile.get("vram_gb") or 1)))
+            so_nodes = so_role.get("nodes")
+            if isinstance(so_nodes, dict):
+                so_nodes = R.keyed(so_nodes, profile, hardware)
+            nodes = so_nodes or max(1, math.ceil((variant.get("vram_minimum_gb") or 0)
+                                                 / (profile.get("vram_gb") or 1)))
             nodes = max(nodes, R.floor_nodes(recipe, mode, gpus, hardware) if R.min_gpus(recipe, mode, hardware) else 1)
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 0 <= nodes <= R.MAX_NODES:
             raise fail("pd_pool_nodes", f"{role} nodes must be a whole number from 0 to {R.MAX_NODES}, not {nodes!r}")

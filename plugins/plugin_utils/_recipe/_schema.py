@@ -235,9 +235,12 @@ VARIANT = Fields("a mapping (a variant: model_id, precision, vram_minimum_gb, ex
                  supported_hardware=NAMES, vram_minimum_gb=Number(), tp=TP, extra_args=ARGS, extra_env=ENV,
                  default_modes=MapOf(TEXT, "a mapping of feature names to mode names"), docker_image=IMAGE,
                  hardware_overrides=HW_OVERRIDES)
+# A pool's default size may differ by hardware ({default: 2, gb300: 1}): a hardware-keyed map, read as the
+# site reads its other keyed maps (exact id, generation, brand, default: _rules.keyed).
+POOL_NODES = Either(Whole(0), MapOf(Whole(0), "a mapping of hardware ids, generations, brands or default to node counts"))
 POOL_OVERRIDE = Fields("a mapping (a P/D pool override: nodes, parallelism, vllm_args, env, ...)",
                        vllm_args=ARGS, extra_args=ARGS, env=ENV, extra_env=ENV, hardware_overrides=HW_OVERRIDES,
-                       nodes=Whole(0), parallelism=TEXT, tp=Whole(1), parallel_flag=TEXT)
+                       nodes=POOL_NODES, parallelism=TEXT, tp=Whole(1), parallel_flag=TEXT)
 STRATEGY_OVERRIDE = Fields("a mapping (a strategy override: extra_args, vllm_args, env, hardware_overrides, ...)",
                            tp=TP, extra_args=ARGS, vllm_args=ARGS, env=ENV, extra_env=ENV,
                            hardware_overrides=HW_OVERRIDES, prefill=POOL_OVERRIDE, decode=POOL_OVERRIDE,

@@ -99,3 +99,19 @@ def test_input_rules_refuse_with_one_sentence(choice, rule):
         compile_recipe(src, Choice(**choice))
     assert err.value.rule == rule
     assert str(err.value).startswith("recipe acme/Tiny-MoE refuses the choice ") and "\n" not in str(err.value)
+
+
+def test_a_pool_size_keyed_by_hardware_compiles_as_the_site_reads_it(tmp_path):
+    """Issue 37: `strategy_overrides.pd_cluster.prefill.nodes: {default: 2, gb300: 1}` is a valid upstream
+    recipe (a hardware-keyed map, read exact id > generation > brand > default); it was refused as "is a
+    mapping; expected a whole number"."""
+    import yaml
+
+    with open(TINY, encoding="utf-8") as handle:
+        recipe = yaml.safe_load(handle)
+    recipe["strategy_overrides"]["pd_cluster"]["prefill"] = {"parallelism": "dep", "nodes": {"default": 2, "b200": 1}}
+    path = tmp_path / "Tiny-MoE.yaml"
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    src = load_recipe(str(path), TREE)
+    assert compile_recipe(src, Choice(hardware="b200", strategy="pd_cluster"))["choice"]["pd"]["prefill"]["nodes"] == 1
+    assert compile_recipe(src, Choice(hardware="h200", strategy="pd_cluster"))["choice"]["pd"]["prefill"]["nodes"] == 2
