@@ -34,6 +34,9 @@ description:
     configuration (O(config)). C(docker load) sees no byte before all of that is checked, so a refused
     stream leaves nothing tagged; if the load or the pin check after it fails, every tag that was not
     there before the load is removed. A pulled image is checked before it is tagged.
+  - The node takes no byte beyond the archive's size the builder announced (signed for this node with
+    O(origin_key); while C(docker save) runs, what it has written plus 64 MiB), so no holder of the run's
+    secret can fill the spool with more.
   - The spool needs room for one image archive in O(spool_dir), next to docker's own storage; the
     file is unlinked as soon as it is made and gone when the task ends.
   - After an image arrives (and on every run with O(probe=always)) proves the node can start a

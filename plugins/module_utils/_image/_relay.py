@@ -22,6 +22,11 @@ signature matched.
 A relay serves only its successor in the chain (by name), one connection at a time, and drops a
 reader that holds the window up at less than a minimum rate.
 
+The builder also announces the archive's size, signed the same way (:func:`size_announcement`),
+before the data it covers; relays pass the latest announcement on with the window, and a node takes
+no byte beyond it (``_stream.receive``), so a relay cannot fill a node's disk with bytes the builder
+never sent.
+
 Pure logic (chain links, re-route order, origin signatures, the relay window) is free of sockets;
 :class:`RelayServer` is the node's listener for its successor.
 """
@@ -40,6 +45,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._stream imp
     Sender,
     StreamError,
     StreamRefused,
+    announced_bytes,
     refuse,
     server_handshake,
 )
@@ -118,6 +124,30 @@ def check_origin(end: dict, me: str, key: str, ref: str, content_hash: str, tota
                             f"for {me} does not match)")
 
 
+def size_mac(key: str, ref: str, content_hash: str, total: int) -> str:
+    # Its own context: neither an end frame's signature nor another image's size passes for one.
+    body = "\0".join(["lanekit-image-size/1", ref, content_hash, str(int(total))])
+    return hmac.new(key.encode("utf-8"), body.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def size_announcement(secret: str, names: list, ref: str, content_hash: str, total: int) -> dict:
+    """The builder's word that its archive (or shortened stream) is at most ``total`` bytes, signed
+    for each node of the chain: the payload of an ``S`` frame."""
+    return {"bytes": int(total), "origin": {str(name): size_mac(origin_key(secret, str(name)), ref, content_hash, total)
+                                            for name in names}}
+
+
+def check_size_announcement(size: dict, me: str, key: str, ref: str, content_hash: str, via: str) -> int:
+    """The byte count of an ``S`` frame, refused unless the builder signed it for ``me``."""
+    total = announced_bytes(size)
+    origin = size.get("origin")
+    given = origin.get(me) if isinstance(origin, dict) else None
+    if not isinstance(given, str) or not hmac.compare_digest(
+            given.encode("ascii", "replace"), size_mac(key, ref, content_hash, total).encode("ascii")):
+        raise StreamRefused(f"{via} announced {total} bytes without the builder's signature for {me}")
+    return total
+
+
 # --- the relay window -----------------------------------------------------------------------------
 class RelayWindow:
     """The last ``limit`` bytes a node received, for its successor to read at its own pace.
@@ -150,6 +180,9 @@ class RelayWindow:
         self._ids = 0
         self.wait_first = wait_first
         self.first_deadline: float | None = None  # set by the first append
+        # The builder's latest size announcement, as received: set before the bytes it covers are
+        # appended, so whatever a successor reads is covered by the announcement it was sent.
+        self.size: dict | None = None
 
     def join(self, offset: int) -> int:
         with self.cond:
@@ -238,6 +271,15 @@ class RelayWindow:
                     self.cond.notify_all()
                     return piece
             raise RelayBehind(f"offset {offset} left the relay's window")
+
+    def announce(self, size: dict) -> None:
+        """Keep the builder's size announcement (the ``S`` frame's payload) for the successors."""
+        with self.cond:
+            self.size = dict(size)
+
+    def announced(self) -> dict | None:
+        with self.cond:
+            return self.size
 
     def finish(self, info: dict) -> None:
         with self.cond:
@@ -355,11 +397,18 @@ class RelayServer:
             conn.settimeout(max(60.0, 4 * self.keepalive))
             sender.header({"ok": True, "ref": self.ref, "content_hash": self.content_hash, "skipped_layers": 0,
                            "offset": offset, "relay": self.me})
+            forwarded: dict | None = None  # the size announcement the successor has
             while True:
                 piece = self.window.read(reader, self.keepalive)
                 if piece is None:
                     sender.keepalive()
                 elif piece:
+                    # The builder's announcement, unchanged, ahead of the bytes it covers (the
+                    # successor takes no data beyond it; its own signature in it is the builder's).
+                    size = self.window.announced()
+                    if size is not None and size is not forwarded:
+                        sender.size(size)
+                        forwarded = size
                     sender.data(piece)
                 else:
                     break

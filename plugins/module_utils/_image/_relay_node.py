@@ -25,6 +25,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._relay impo
     RelayWindow,
     chain_links,
     check_origin,
+    check_size_announcement,
     relay_sources,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import ReceiveSpool, docker_load
@@ -128,7 +129,9 @@ class RelayNode:
                 self._close(sock)
                 if name == BUILDER and not self.from_relay:
                     raise LanekitError(f"{self.host} refused the image stream from the builder ({source}): {exc}. "
-                                       f"docker load never saw it; nothing from it was tagged.") from None
+                                       f"docker load never saw it; nothing from it was tagged. Check that image_serve "
+                                       f"of this run holds that port on the builder (image_stream_port) and that "
+                                       f"nothing else listens there, then re-run.") from None
                 # A relay sent something the builder did not: caught on its own hop, or only by the
                 # builder's signature after the relay dropped and the builder sent the rest. Forget
                 # every byte and start over from the builder at offset 0; what went on to this node's
@@ -179,13 +182,22 @@ class RelayNode:
         sock = self.connect(host.strip("[]"), int(port), params["relay_connect_timeout"] if relay else params["connect_timeout"])
         try:
             sock.settimeout(params["relay_stall"] if relay else params["stream_timeout"])
+            hop_start = self.received
             key = client_handshake(sock, params["token"], self.me,
-                                   {"content_hash": params["content_hash"], "have": [], "offset": self.received,
+                                   {"content_hash": params["content_hash"], "have": [], "offset": hop_start,
                                     "relay": True})
 
             def on_header(header: dict) -> None:
                 if int(header.get("offset") or 0) != self.received or header.get("skipped_layers"):
                     raise StreamRefused(f"the source answered from offset {header.get('offset')}, not {self.received}")
+
+            def on_size(size: dict) -> int:
+                # Only the builder's signature bounds what this node takes in: every node holds the
+                # run's secret, and a predecessor could otherwise send on and on.
+                total = check_size_announcement(size, self.me, params["origin_key"], params["ref"],
+                                                params["content_hash"], BUILDER if name == BUILDER else name)
+                window.announce(size)
+                return total
 
             def on_data(chunk: memoryview) -> None:
                 if relay:
@@ -196,7 +208,8 @@ class RelayNode:
                 window.append(chunk)
                 self.gate.feed(chunk)
 
-            _header, end, _bytes = receive(sock, key, on_header, on_data, relay_hop=True)
+            _header, end, _bytes = receive(sock, key, on_header, on_data, relay_hop=True, on_size=on_size,
+                                           start=hop_start)
             return sock, key, end
         except BaseException:
             self._close(sock)

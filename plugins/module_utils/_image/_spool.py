@@ -58,8 +58,9 @@ class SaveSpool:
         self.thread = threading.Thread(target=self._run, name="docker-save", daemon=True)
 
     def start(self) -> None:
-        # The file exists before any target connects; readers wait for it to grow.
-        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        # The file exists before any target connects; readers wait for it to grow. In the run's private
+        # work directory; O_NOFOLLOW all the same, as every file the collection creates (_files.atomic_write).
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600))
         self.thread.start()
 
     def _run(self) -> None:

@@ -18,10 +18,18 @@ One TCP connection, frames of ``type (1 byte) + length (8 bytes, big endian) + p
   checks it before it says anything else, so a process that took the port without the secret is
   refused and never learns a proof. Target -> source ``{"request": {...}, "proof"}`` with
   ``proof = HMAC(secret, "client" | nonces | request)``; the source refuses a wrong one.
-- From then on every frame from the source (``K`` keep-alive, ``H`` header JSON, ``D`` data) goes
-  into ``HMAC(session key, ...)``, the session key being ``HMAC(secret, "session" | nonces)``. The
-  ``E`` frame carries the byte count and that digest; the target compares before it releases the
-  archive's tag-bearing members to ``docker load``. ``X`` (JSON ``{"error"}``) ends a failed stream.
+- From then on every frame from the source (``K`` keep-alive, ``H`` header JSON, ``S`` size JSON,
+  ``D`` data) goes into ``HMAC(session key, ...)``, the session key being ``HMAC(secret, "session" |
+  nonces)``. The ``E`` frame carries the byte count and that digest; the target compares before it
+  releases the archive's tag-bearing members to ``docker load``. ``X`` (JSON ``{"error"}``) ends a
+  failed stream.
+- ``S`` ``{"bytes", "origin"}``: how many bytes of the archive (counted from its first byte, whatever
+  offset the stream starts at) the builder announced, signed for each node with its origin key
+  (``_relay.size_announcement``); relays pass the builder's announcement on unchanged. It comes
+  after the header and before any data, again whenever more of a growing save may go out, and the
+  target refuses a data frame that would take it beyond the latest one before reading a byte of it:
+  every node holds the run's secret, so only the builder's word bounds what a node takes in. A
+  keep-alive carries no payload.
 - The target ends with an ``A`` frame ``{"loaded", "error", "retry", "mac"}``.
 """
 from __future__ import annotations
@@ -49,8 +57,8 @@ MAX_HELLO = 4096
 MAX_REQUEST = 4 * 1024 * 1024
 HANDSHAKE_SECONDS = 15.0
 
-AUTH, HEADER, DATA, KEEPALIVE, END, ERROR = b"A", b"H", b"D", b"K", b"E", b"X"
-_TYPES = {AUTH, HEADER, DATA, KEEPALIVE, END, ERROR}
+AUTH, HEADER, SIZE, DATA, KEEPALIVE, END, ERROR = b"A", b"H", b"S", b"D", b"K", b"E", b"X"
+_TYPES = {AUTH, HEADER, SIZE, DATA, KEEPALIVE, END, ERROR}
 
 
 class StreamError(LanekitError):
@@ -124,6 +132,14 @@ def _json(payload: bytes) -> dict:
     if not isinstance(value, dict):
         raise StreamRefused("the peer sent something that is not a lanekit stream message")
     return value
+
+
+def announced_bytes(size: dict) -> int:
+    """The byte count of an ``S`` frame; refuses anything but a whole number of bytes."""
+    total = size.get("bytes")
+    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+        raise StreamRefused(f"the source announced the archive's size as {str(total)[:40]!r}, not a byte count")
+    return total
 
 
 # --- authentication ---------------------------------------------------------------------------
@@ -275,7 +291,8 @@ BUFFER = 1 << 20
 
 
 def receive(sock: Any, key: bytes, on_header: Callable[[dict], None], on_data: Callable[[memoryview], None],
-            on_end: Callable[[dict, int], None] | None = None, relay_hop: bool = False) -> tuple[dict, dict, int]:
+            on_end: Callable[[dict, int], None] | None = None, relay_hop: bool = False,
+            on_size: Callable[[dict], int] | None = None, start: int = 0) -> tuple[dict, dict, int]:
     """The target's side of one stream, from the first frame after the handshake to the end frame.
 
     Returns (header, end frame, data bytes) once the end frame's byte count and keyed digest matched
@@ -285,6 +302,12 @@ def receive(sock: Any, key: bytes, on_header: Callable[[dict], None], on_data: C
     in a reused buffer (copy what you keep); ``on_end`` gets the end frame and the data byte count
     once the digest matched (the relay's origin signature is checked there).
 
+    No data is taken beyond the archive's size the source announced last (``S`` frames): the stream
+    starts at byte ``start`` of the archive (the offset the target asked for), and a data frame that
+    would go beyond the announced size is refused before a byte of it is read, so neither the spool
+    nor ``on_data`` ever sees it. ``on_size`` checks an announcement (the builder's signature for this
+    node) and returns its byte count; without it the count is taken as announced.
+
     An ``X`` frame ends the stream with the source's reason: before the header a refusal
     (StreamRefused: nothing was sent) unless ``relay_hop``, where any ``X`` is a failure to re-route
     around (StreamError). Used by ``_stream_client`` (the plain stream) and ``_relay_node`` (each hop).
@@ -292,29 +315,49 @@ def receive(sock: Any, key: bytes, on_header: Callable[[dict], None], on_data: C
     mac = StreamMac(key)
     view = memoryview(bytearray(BUFFER))
     header: dict | None = None
+    announced: int | None = None  # the archive's size as the source announced it last
     while True:
         kind, length = read_head(sock)
         if kind == ERROR:
-            reason = str(json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}").get("error", ""))[:500]
+            try:
+                reason = str(_json(recv_exact(sock, length)).get("error", ""))[:500]
+            except StreamRefused:
+                reason = ""  # a reason that is not one: the source still gave up
             if relay_hop:
                 raise StreamError(reason or "the source gave up without a reason")
             raise StreamRefused(reason or "the source gave up without a reason") if header is None else StreamError(reason)
         if kind == END:
-            end = json.loads(recv_exact(sock, length).decode("utf-8", "replace") or "{}")
+            end = _json(recv_exact(sock, length))
             mac.check_end(end)
             if on_end is not None:
                 on_end(end, mac.data_bytes)
             if header is None:
                 raise StreamRefused("the source ended the stream without a header")
             return header, end, mac.data_bytes
-        if kind not in (HEADER, DATA, KEEPALIVE) or (kind == DATA and header is None) or (kind == HEADER and header):
+        if kind not in (HEADER, SIZE, DATA, KEEPALIVE) or (kind in (SIZE, DATA) and header is None) \
+                or (kind == HEADER and header):
             raise StreamRefused(f"the source sent a {kind.decode('ascii', 'replace')} frame out of order")
+        if kind == KEEPALIVE and length:
+            # Its payload would reach the spool without counting as data in the end frame.
+            raise StreamRefused(f"the source sent a keep-alive frame carrying {length} bytes (it carries none)")
+        if kind == DATA:
+            if announced is None:
+                raise StreamRefused("the source sent data before it announced the size of the archive")
+            if start + mac.data_bytes + length > announced:
+                raise StreamRefused(f"the source sent more than the {announced} bytes the builder announced "
+                                    f"for the archive")
         mac.head(kind, length)
         if kind == HEADER:
             payload = recv_exact(sock, length)
             mac.update(payload)
-            header = json.loads(payload.decode("utf-8"))
+            header = _json(payload)
             on_header(header)
+            continue
+        if kind == SIZE:
+            payload = recv_exact(sock, length)
+            mac.update(payload)
+            size = _json(payload)
+            announced = on_size(size) if on_size is not None else announced_bytes(size)
             continue
         remaining = length
         while remaining:
@@ -360,6 +403,10 @@ class Sender:
 
     def header(self, fields: dict) -> None:
         self.conn.sendall(self.mac.frame(HEADER, json.dumps(fields, sort_keys=True).encode("utf-8")))
+
+    def size(self, announcement: dict) -> None:
+        """The archive's size as the builder announced it (``{"bytes", "origin"}``): no data beyond it."""
+        self.conn.sendall(self.mac.frame(SIZE, json.dumps(announcement, sort_keys=True).encode("utf-8")))
 
     def data(self, payload: bytes) -> None:
         self.conn.sendall(self.mac.frame(DATA, payload))

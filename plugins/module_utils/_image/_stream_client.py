@@ -19,11 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import check_origin
+from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import check_origin, check_size_announcement
 from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import ReceiveSpool, docker_load
 from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
     StreamError,
     StreamRefused,
+    announced_bytes,
     client_handshake,
     receive,
     send_ack,
@@ -95,6 +96,14 @@ class StreamClient:
                 spool.write(chunk)
                 gate.feed(chunk)
 
+            def on_size(size: dict) -> int:
+                if params.get("origin_key"):
+                    # Whoever holds the port with the run's secret could send on and on: only the
+                    # builder's signature bounds what goes into the spool.
+                    return check_size_announcement(size, me, params["origin_key"], params["ref"],
+                                                   params["content_hash"], "the source")
+                return announced_bytes(size)
+
             def on_end(end: dict, data_bytes: int) -> None:
                 if params.get("origin_key"):
                     # Every node holds the stream's secret; only the builder can sign for this one.
@@ -102,7 +111,7 @@ class StreamClient:
                                  digest.hexdigest(), "the source")
 
             stage = "stream"
-            _header, _end, data_bytes = receive(sock, key, on_header, on_data, on_end)
+            _header, _end, data_bytes = receive(sock, key, on_header, on_data, on_end, on_size=on_size)
             # The stream is the source's, unaltered, and the archive names only the pinned image:
             # only now does docker load (its own tar reader, and the tags it applies) see a byte of it.
             gate.verify()

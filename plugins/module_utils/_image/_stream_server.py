@@ -8,7 +8,9 @@ One job: handle one target's connection (``image_serve`` accepts them and runs o
 connection). The frames go out through the stream's one sender (``_stream.Sender``, shared with the
 relay's ``RelayServer``); the bytes come from the spool as ``docker save`` writes it, with keep-alives
 while the target would otherwise wait. The end frame carries the builder's per-node signatures when
-the run signs (``_relay.origin_map``). A record per connection says what was served.
+the run signs (``_relay.origin_map``). Before any data, and again before data beyond it, the
+builder announces the archive's size (``S`` frames, signed for every node like the end frame): a
+node takes no byte beyond the latest announcement. A record per connection says what was served.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import IO, Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import chain_ids
 from ansible_collections.lanekit.serving.plugins.module_utils._image._layers import held_prefix
-from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_map
+from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_map, size_announcement
 from ansible_collections.lanekit.serving.plugins.module_utils._image._spool import CHUNK, SaveSpool
 from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
     PreAuth,
@@ -34,6 +36,12 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._stream imp
 
 AUTH_TIMEOUT = 15.0       # in all, for the whole handshake (not per read)
 PREAUTH_PER_PEER = 2      # unproven connections one address may hold at once
+# While docker save runs, its size is not known: the builder announces what the save has written
+# and this much more, so a target that keeps up with the save gets one signed announcement per
+# 64 MiB rather than one per piece of the save. A relay that replays the last announcement can
+# thus make a node take at most this much beyond the whole save; once the save finished, the
+# announcement is its exact size.
+AHEAD_OF_SAVE = 64 << 20
 
 
 class StreamServer:
@@ -84,8 +92,31 @@ class StreamServer:
             done += len(data)
         self.touch()
 
+    def _size(self, total: int) -> dict:
+        """The announcement that the archive (or the shortened stream) is at most ``total`` bytes,
+        signed for every node when the run signs."""
+        params = self.params
+        if not params.get("origin_secret"):
+            return {"bytes": total, "origin": {}}
+        return size_announcement(params["origin_secret"], params["origin_nodes"], params["ref"], params["content_hash"],
+                                 total)
+
+    def _announce(self, sender: Sender, announced: int, written: int, done: bool) -> int:
+        """Announce the size before data goes beyond the last announcement (``announced``); returns
+        the size announced now. ``written`` is what the save holds, ``done`` whether it finished."""
+        if done:
+            if written != announced:
+                sender.size(self._size(written))
+            return written
+        if written <= announced:
+            return announced
+        sender.size(self._size(written + AHEAD_OF_SAVE))
+        return written + AHEAD_OF_SAVE
+
     def _send_ranges(self, sender: Sender, spool: SaveSpool, ranges: list) -> str:
         """Send the shortened stream; returns the sha256 of its bytes (signed for the target)."""
+        # The save has finished (the ranges are read from it): the size is known before any byte.
+        sender.size(self._size(sum(end - start for start, end in ranges) + 1024))
         digest = hashlib.sha256()
         with open(spool.path, "rb") as handle:
             for start, end in ranges:
@@ -150,6 +181,7 @@ class StreamServer:
                 shortened = self._send_ranges(sender, spool, ranges)
             else:
                 offset = start_at
+                announced = 0  # nothing may go out before the first announcement
                 with open(spool.path, "rb") as handle:
                     while True:
                         end, done, error = spool.wait_beyond(offset, params["keepalive"])
@@ -158,10 +190,13 @@ class StreamServer:
                             refuse(conn, f"the source failed: {error[:500]}")
                             return
                         if end > offset:
+                            announced = self._announce(sender, announced, end, done)
                             count = min(end - offset, CHUNK)
                             self._send_file(sender, handle, offset, count)
                             offset += count
                         elif done:
+                            # Exact once the save finished, even when every byte is out already.
+                            self._announce(sender, announced, end, done)
                             break
                         else:
                             sender.keepalive()

@@ -62,12 +62,24 @@ def rootfs_of_layers(layers: list) -> str:
 # gate follows the tar as it arrives, as a second check of what that save names: it reads headers as
 # Go's archive/tar does (PAX size and path, GNU long names, the ustar prefix only in ustar headers,
 # header checksums), refuses what docker save does not write (a repeated member, a repeated PAX
-# record, a PAX path and a GNU long name on one member) and keeps at most ``_META_LIMIT`` of any
-# metadata in memory.
+# record, a PAX path and a GNU long name on one member, more members or longer names than any save
+# has) and holds a bounded amount whatever the archive: every holder of the run's secret can send one.
 HELD = frozenset({"manifest.json", "index.json", "repositories"})
 _CAPTURE_LIMIT = 4 * 1024 * 1024
 _CAPTURE_TOTAL = 64 * 1024 * 1024
-_META_LIMIT = 1024 * 1024   # a PAX or GNU long-name body, and each of manifest.json, index.json, repositories
+# Only a short name can be one verify() looks up (docker's config blob is ``<sha256>.json`` or
+# ``blobs/sha256/<sha256>``, under 80 bytes): a longer one is never captured, so the names held as
+# keys stay within this many bytes per member.
+_CAPTURE_NAME_LIMIT = 1024
+_HELD_LIMIT = 1024 * 1024   # each of manifest.json, index.json, repositories
+# A PAX or GNU long-name body. docker save's paths are under 200 bytes and a Linux path is at most
+# 4 KiB; 64 KiB leaves room for the other PAX records and is read into memory one header at a time
+# (Go's reader allows 1 MiB, which a token holder could repeat on every member).
+_EXTENDED_HEADER_LIMIT = 64 * 1024
+# docker save writes a handful of members per layer (a directory, VERSION, json and layer.tar; or
+# a blob and its links) and docker stacks at most 127 layers: under 1000 members, whatever the image.
+# The seen-set holds a 32-byte digest per member, so this many cost 128 KiB.
+_MEMBER_LIMIT = 4096
 BLOCK = 512
 # Regular files, hard and symbolic links, directories: all a docker save archive holds.
 _MEMBER_KINDS = frozenset({b"0", b"\0", b"1", b"2", b"5"})
@@ -126,6 +138,11 @@ def pax_records(data: bytes) -> dict:
     return records
 
 
+def name_digest(name: str) -> bytes:
+    """What the seen-set keeps of a member's name: its sha256, 32 bytes however long the name."""
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()
+
+
 def normalize_ref(ref: str) -> str:
     """``docker.io/library/x:t`` -> ``x:t``; ``docker.io/a/b:t`` -> ``a/b:t``."""
     for prefix in ("docker.io/library/", "index.docker.io/library/", "docker.io/", "index.docker.io/"):
@@ -150,7 +167,7 @@ class TarGate:
         self.pax: dict | None = None
         self.long_name: str | None = None
         self.long_link: str | None = None
-        self.names: set = set()
+        self.names: set[bytes] = set()  # name_digest() of every member seen (a repeat is refused)
         self.captured: dict[str, bytearray] = {}
         self.captured_total = 0
         self.ended = False
@@ -187,9 +204,9 @@ class TarGate:
         kind = block[156:157]
         size = _octal(block[124:136])
         if kind in (b"x", b"L", b"K"):
-            if size > _META_LIMIT:
+            if size > _EXTENDED_HEADER_LIMIT:
                 raise StreamRefused(f"the archive carries a {size}-byte PAX or GNU long-name header "
-                                    f"(at most {_META_LIMIT} here)")
+                                    f"(docker save writes a few hundred bytes; at most {_EXTENDED_HEADER_LIMIT} here)")
             if (kind == b"x" and self.pax is not None) or (kind == b"L" and self.long_name is not None) \
                     or (kind == b"K" and self.long_link is not None):
                 raise StreamRefused("the archive repeats a PAX or GNU long-name header before one member")
@@ -197,8 +214,9 @@ class TarGate:
             self._start(("", size, "meta-" + kind.decode()), size)
             return
         if kind == b"g":
-            if size > _META_LIMIT:
-                raise StreamRefused(f"the archive carries a {size}-byte global PAX header (at most {_META_LIMIT} here)")
+            if size > _EXTENDED_HEADER_LIMIT:
+                raise StreamRefused(f"the archive carries a {size}-byte global PAX header "
+                                    f"(docker save writes none; at most {_EXTENDED_HEADER_LIMIT} here)")
             self._start(("", size, "skip"), size)
             return
         name = _cstr(block[0:100])
@@ -217,25 +235,34 @@ class TarGate:
             size = int(pax["size"])
         name = long_name if long_name is not None else pax.get("path", name)
         clean = posixpath.normpath(name.lstrip("/")).removeprefix("./")
-        if clean in self.names:
-            raise StreamRefused(f"the archive carries {clean} twice")
-        self.names.add(clean)
+        seen = name_digest(clean)
+        if seen in self.names:
+            raise StreamRefused(f"the archive carries {clean[:200]} twice")
+        if len(self.names) >= _MEMBER_LIMIT:
+            raise StreamRefused(f"the archive carries more than {_MEMBER_LIMIT} members, far more than docker save "
+                                f"writes for an image (a few per layer)")
+        self.names.add(seen)
         held = clean in HELD
-        if held and size > _META_LIMIT:
-            raise StreamRefused(f"the archive's {clean} is {size} bytes, far more than a manifest (at most {_META_LIMIT})")
+        if held and size > _HELD_LIMIT:
+            raise StreamRefused(f"the archive's {clean} is {size} bytes, far more than a manifest (at most {_HELD_LIMIT})")
         if kind not in _MEMBER_KINDS or any(key.startswith("GNU.sparse") for key in pax):
-            raise StreamRefused(f"the archive's {clean} is a kind of tar member docker save does not write "
+            raise StreamRefused(f"the archive's {clean[:200]} is a kind of tar member docker save does not write "
                                 f"({kind.decode('ascii', 'replace')!r})")
         # Links and directories have no body (Go's reader ignores their size field as well).
         regular = kind in (b"0", b"\0")
         if not regular:
             size = 0
         capture = held or (regular and size <= _CAPTURE_LIMIT and self.captured_total + size <= _CAPTURE_TOTAL
+                           and len(clean) <= _CAPTURE_NAME_LIMIT
                            and (clean.endswith(".json") or clean.startswith("blobs/")))
         if capture:
             self.captured[clean] = bytearray()
             self.captured_total += size
         self._start((clean, size, "capture" if capture else "skip"), size)
+
+    def carries(self, name: str) -> bool:
+        """Whether a member of that name went through the gate (the names are kept as digests)."""
+        return name_digest(posixpath.normpath(name.lstrip("/")).removeprefix("./")) in self.names
 
     def _start(self, member: tuple[str, int, str], size: int) -> None:
         self.member = member

@@ -4,6 +4,7 @@ nodes end to end over loopback."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import io
 import json
 import os
@@ -696,6 +697,7 @@ def test_a_token_holder_serving_an_altered_layer_is_refused_before_docker_load(t
         _request, _client, key = server_handshake(conn, "s3cret")
         mac = StreamMac(key)
         conn.sendall(mac.frame(HEADER, b'{"ok": true, "offset": 0, "skipped_layers": 0}'))
+        conn.sendall(mac.frame(b"S", json.dumps(signed_size(len(genuine))).encode()))  # the builder's, passed on
         conn.sendall(mac.frame(DATA, bytes(altered)))
         conn.sendall(mac.end_frame({"total": len(genuine), "origin": signatures}))
         conn.recv(1000)
@@ -707,3 +709,91 @@ def test_a_token_holder_serving_an_altered_layer_is_refused_before_docker_load(t
         node.run(port, delta=False, origin_key=origin_key(ORIGIN, "node"))
     thread.join(timeout=10)
     assert node.loads() == [] and node.tagged() == []
+
+
+# -- issue 38, item 4: no byte beyond the size the builder announced ----------------------------------
+def signed_size(total, names=("node",)):
+    """The builder's announcement of the archive's size, signed for each node with its origin key."""
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_key
+    body = "\0".join(["lanekit-image-size/1", REF, HASH, str(total)]).encode()
+    return {"bytes": total, "origin": {name: hmac.new(origin_key(ORIGIN, name).encode(), body, hashlib.sha256).hexdigest()
+                                       for name in names}}
+
+
+def test_the_builder_announces_a_signed_size_before_any_data_and_never_sends_beyond_it(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
+        AUTH,
+        DATA,
+        END,
+        ack_mac,
+        client_handshake,
+        json_frame,
+        read_head,
+        recv_exact,
+    )
+    genuine = subprocess.run(save_argv(blob_size=1 << 20), capture_output=True, check=True).stdout
+    port = free_port()
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(blob_size=1 << 20), blob_size=1 << 20,
+                                             origin_secret=ORIGIN, origin_nodes=["node"], idle_timeout=2)
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.settimeout(10)
+    announced, data, frames = None, 0, []
+    try:
+        key = client_handshake(sock, "s3cret", "node", {"content_hash": HASH, "have": []})
+        while True:
+            kind, length = read_head(sock)
+            payload = recv_exact(sock, length)
+            frames.append(kind)
+            if kind == b"S":
+                announced = json.loads(payload)
+                assert announced == signed_size(announced["bytes"])  # signed for this node by the builder
+            elif kind == DATA:
+                data += length
+                assert announced is not None and data <= announced["bytes"]
+            elif kind == END:
+                break
+        ack = {"loaded": True, "error": "", "retry": False}
+        sock.sendall(json_frame(AUTH, dict(ack, mac=ack_mac(key, ack))))
+    finally:
+        sock.close()
+        thread.join(timeout=30)
+    assert frames.index(b"S") < frames.index(DATA) and data == len(genuine)
+    assert announced["bytes"] == len(genuine)  # the last announcement, once the save finished, is exact
+
+
+def test_a_source_that_sends_more_than_the_builder_announced_is_refused_and_nothing_is_kept(tmp_path):
+    """A token holder on the builder's address forwards the builder's announced size, then sends
+    on and on: the node takes the announced bytes, refuses the next frame and says who and why."""
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import origin_key
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
+        DATA,
+        HEADER,
+        StreamMac,
+        server_handshake,
+    )
+    genuine = subprocess.run(save_argv(), capture_output=True, check=True).stdout
+
+    def reply(conn):
+        _request, _client, key = server_handshake(conn, "s3cret")
+        mac = StreamMac(key)
+        try:
+            conn.sendall(mac.frame(HEADER, b'{"ok": true, "offset": 0, "skipped_layers": 0}'))
+            conn.sendall(mac.frame(b"S", json.dumps(signed_size(len(genuine))).encode()))
+            conn.sendall(mac.frame(DATA, genuine))
+            for _mib in range(16):  # bounded only so the old code ends too
+                conn.sendall(mac.frame(DATA, bytes(1 << 20)))
+            conn.sendall(mac.end_frame({"total": len(genuine) + (16 << 20), "origin": {}}))
+            conn.recv(1000)
+        except OSError:
+            pass
+
+    port = free_port()
+    thread = fake_server(port, reply)
+    node = LoadingNode(tmp_path)
+    with pytest.raises(LanekitError) as failed:
+        node.run(port, delta=False, origin_key=origin_key(ORIGIN, "node"))
+    thread.join(timeout=10)
+    message = str(failed.value)
+    assert f"refused the stream from 127.0.0.1:{port}: the source sent more than the {len(genuine)} bytes " \
+           f"the builder announced" in message and "docker load never saw it" in message
+    assert node.loads() == [] and node.tagged() == [] and os.listdir(node.spool_dir) == []

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._relay impo
     origin_key,
     origin_map,
     relay_sources,
+    size_announcement,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import StreamError, StreamRefused
 from tests.unit.plugins.modules.test_image_distribute import (
@@ -230,6 +233,7 @@ def test_a_relay_that_alters_the_bytes_is_caught_and_the_node_loads_from_the_bui
     altered = bytearray(archive)
     altered[len(altered) // 2] ^= 0xFF
     window = RelayWindow(64 << 20, stall=5)
+    window.announce(size_announcement(SECRET, names, REF, HASH, len(archive)))  # the builder's, passed on
     window.append(bytes(altered))
     signatures = origin_map(SECRET, names, REF, HASH, len(archive), hashlib.sha256(archive).hexdigest())
     window.finish({"total": len(archive), "origin": signatures})
@@ -274,8 +278,9 @@ def test_the_append_that_would_overfill_the_window_waits_for_the_first_reader_to
 
 # -- issue 22 ------------------------------------------------------------------------------------------
 def evil_window(data, names, genuine):
-    """A relay window holding ``data`` with the builder's signatures of ``genuine``."""
+    """A relay window holding ``data`` with the builder's size announcement and signatures of ``genuine``."""
     window = RelayWindow(64 << 20, stall=5)
+    window.announce(size_announcement(SECRET, names, REF, HASH, len(genuine)))
     window.append(data)
     window.finish({"total": len(genuine), "origin": origin_map(SECRET, names, REF, HASH, len(genuine),
                                                                hashlib.sha256(genuine).hexdigest())})
@@ -313,6 +318,7 @@ def test_a_relay_that_corrupts_then_drops_makes_its_successor_start_over_not_fai
     from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
         DATA,
         HEADER,
+        SIZE,
         StreamMac,
         server_handshake,
     )
@@ -332,6 +338,7 @@ def test_a_relay_that_corrupts_then_drops_makes_its_successor_start_over_not_fai
             _request, _client, key = server_handshake(conn, "s3cret")
             mac = StreamMac(key)
             conn.sendall(mac.frame(HEADER, b'{"ok": true, "offset": 0, "skipped_layers": 0}'))
+            conn.sendall(mac.frame(SIZE, json.dumps(size_announcement(SECRET, names, REF, HASH, len(genuine))).encode()))
             conn.sendall(mac.frame(DATA, bytes(altered)))
         listener.close()
 
@@ -443,3 +450,98 @@ def test_a_successor_that_reads_below_the_minimum_rate_is_dropped():
     assert dropped == [reader] and 0.3 < time.monotonic() - start < 10  # dropped, not waited for forever
     fast = RelayWindow(1 << 20, stall=0.4, min_rate=0)  # min rate 0: a crawling reader is waited for
     assert fast.min_rate == 0
+
+
+# -- issue 38, item 4: a token holder cannot make a node take more than the builder announced -----------
+def test_an_announced_size_is_only_good_with_the_builder_s_signature_for_the_node():
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._relay import (
+        check_size_announcement,
+        size_announcement,
+    )
+    size = size_announcement(SECRET, ["n1", "n2"], REF, HASH, 7)
+    assert size["bytes"] == 7
+    assert check_size_announcement(size, "n2", origin_key(SECRET, "n2"), REF, HASH, "n1") == 7
+    # n1 holds its own key, not n2's: it cannot announce a larger archive to n2.
+    with pytest.raises(StreamRefused, match="n1 announced 8 bytes without the builder's signature for n2"):
+        check_size_announcement(dict(size, bytes=8), "n2", origin_key(SECRET, "n2"), REF, HASH, "n1")
+    with pytest.raises(StreamRefused, match="without the builder's signature"):
+        check_size_announcement(size, "n2", origin_key(SECRET, "n1"), REF, HASH, "n1")
+    # An announcement is not an end frame's signature of the same count, nor another image's.
+    end_signature = origin_map(SECRET, ["n2"], REF, HASH, 7, hashlib.sha256(b"archive").hexdigest())["n2"]
+    with pytest.raises(StreamRefused, match="without the builder's signature"):
+        check_size_announcement({"bytes": 7, "origin": {"n2": end_signature}}, "n2", origin_key(SECRET, "n2"),
+                                REF, HASH, "n1")
+    with pytest.raises(StreamRefused, match="without the builder's signature"):
+        check_size_announcement(size, "n2", origin_key(SECRET, "n2"), REF, "b" * 64, "n1")
+
+
+@pytest.mark.parametrize("forged", [False, True])
+def test_a_relay_that_sends_more_than_the_builder_announced_is_cut_off_and_the_node_loads_from_the_builder(
+        tmp_path, monkeypatch, forged):
+    """A predecessor holds the run's secret: it forwards the builder's announced size and then sends
+    on and on (or announces a larger size of its own). The node takes no byte beyond the builder's
+    announcement, forgets what it got, and loads from the builder; its spool never held more."""
+    from ansible_collections.lanekit.serving.plugins.module_utils._image import _spool
+    from ansible_collections.lanekit.serving.plugins.module_utils._image._stream import (
+        DATA,
+        HEADER,
+        StreamMac,
+        server_handshake,
+    )
+    genuine = subprocess.run(save_argv(blob_size=BLOB), capture_output=True, check=True).stdout
+    names = ["evil", "node-1"]
+    if forged:
+        size = {"bytes": 1 << 40, "origin": {name: "0" * 64 for name in names}}
+    else:  # the builder's own announcement, as the relay received it
+        size = {"bytes": len(genuine), "origin": {
+            name: hmac.new(origin_key(SECRET, name).encode(), "\0".join(
+                ["lanekit-image-size/1", REF, HASH, str(len(genuine))]).encode(), hashlib.sha256).hexdigest()
+            for name in names}}
+    spooled = []
+    write = _spool.ReceiveSpool.write
+
+    def counting_write(self, data):
+        write(self, data)
+        spooled.append(self.size)
+
+    monkeypatch.setattr(_spool.ReceiveSpool, "write", counting_write)
+    port, evil_port = free_port(), free_port()
+    thread, _outcome, _module = start_server(tmp_path, port, save_argv(blob_size=BLOB), clients=2, blob_size=BLOB,
+                                             origin_secret=SECRET, origin_nodes=names, idle_timeout=30,
+                                             stop_file=str(tmp_path / "stop"))
+    listener = socket.create_server(("127.0.0.1", evil_port))
+
+    def on_and_on():  # the archive, then 32 MiB more (bounded only so the old code ends too)
+        conn, _addr = listener.accept()
+        with conn:
+            _request, _client, key = server_handshake(conn, "s3cret")
+            mac = StreamMac(key)
+            try:
+                conn.sendall(mac.frame(HEADER, b'{"ok": true, "offset": 0, "skipped_layers": 0}'))
+                conn.sendall(mac.frame(b"S", json.dumps(size).encode()))
+                conn.sendall(mac.frame(DATA, genuine))
+                for _mib in range(32):
+                    conn.sendall(mac.frame(DATA, bytes(1 << 20)))
+                conn.sendall(mac.end_frame({"total": len(genuine) + (32 << 20), "origin": {}}))
+            except OSError:
+                pass  # the node hung up once it had enough
+        listener.close()
+
+    evil = threading.Thread(target=on_and_on)
+    evil.start()
+    node = LoadingNode(tmp_path, "node-1", blob_size=BLOB)
+    try:
+        result = node.run(port, **relay_params(port, names, {"evil": evil_port, "node-1": free_port()}, "node-1"))
+    finally:
+        evil.join(timeout=30)
+        (tmp_path / "stop").write_text("")
+        thread.join(timeout=30)
+    assert result["action"] == "loaded" and node.tagged() == [REF] and node.loads() == [len(genuine)]
+    reason = result["rerouted"][0]["reason"]
+    assert result["rerouted"][0]["node"] == "evil"
+    if forged:
+        assert "evil announced 1099511627776 bytes without the builder's signature for node-1" in reason
+    else:
+        assert f"more than the {len(genuine)} bytes the builder announced" in reason
+    assert max(spooled) == len(genuine)  # never more than the builder's size in the spool
+    assert os.listdir(node.spool_dir) == []  # and nothing left under a name

@@ -202,6 +202,7 @@ def test_what_a_sender_sends_the_receive_loop_reads_through_keep_alives():
     def steps(sender):
         sender.header({"ok": True, "offset": 0})
         sender.keepalive()
+        sender.size({"bytes": 11})
         sender.data(b"hello ")
         sender.data_head(5)
         sender.data_piece(b"wo")
@@ -221,7 +222,8 @@ def test_the_receive_loop_refuses_data_before_the_header_and_an_altered_digest()
         received(sent_by(lambda sender: sender.end()))
     # Another key (as good as an altered byte): the end frame's digest does not match.
     with pytest.raises(StreamRefused, match="altered"):
-        received(sent_by(lambda sender: (sender.header({}), sender.data(b"x"), sender.end()), key=b"o" * 32))
+        received(sent_by(lambda sender: (sender.header({}), sender.size({"bytes": 1}), sender.data(b"x"), sender.end()),
+                         key=b"o" * 32))
 
 
 def test_an_error_frame_refuses_before_the_header_and_fails_after_it_or_on_a_relay_hop():
@@ -238,6 +240,7 @@ def test_an_error_frame_refuses_before_the_header_and_fails_after_it_or_on_a_rel
 def test_a_frame_cut_short_says_how_far_the_stream_got():
     def cut(sender):
         sender.header({})
+        sender.size({"bytes": 13})
         sender.data(b"abc")
         sender.data_head(10)
         sender.data_piece(b"de")
@@ -250,7 +253,8 @@ def test_a_frame_cut_short_says_how_far_the_stream_got():
 
 def test_the_end_frame_reaches_on_end_after_the_digest_matched():
     seen = []
-    sock = sent_by(lambda sender: (sender.header({}), sender.data(b"abc"), sender.end({"origin": {"n": "sig"}})))
+    sock = sent_by(lambda sender: (sender.header({}), sender.size({"bytes": 3}), sender.data(b"abc"),
+                                   sender.end({"origin": {"n": "sig"}})))
     receive(sock, KEY, lambda header: None, lambda chunk: None, on_end=lambda end, count: seen.append((end["origin"], count)))
     assert seen == [({"n": "sig"}, 3)]
 
@@ -269,3 +273,49 @@ def test_the_ack_counts_only_when_signed_with_the_connections_key():
     finally:
         left.close()
         right.close()
+
+
+# -- issue 38, item 4: no byte beyond the size the builder announced ------------------------------------
+def announce(sender, fields):
+    """An ``S`` frame (the archive's announced size) under the stream's digest, as a source sends it."""
+    sender.conn.sendall(sender.mac.frame(b"S", json.dumps(fields).encode()))
+
+
+def test_the_receive_loop_refuses_data_before_the_source_announced_the_size():
+    with pytest.raises(StreamRefused, match="before it announced the size"):
+        received(sent_by(lambda sender: (sender.header({}), sender.data(b"x" * 1000), sender.end())))
+
+
+def test_the_receive_loop_takes_no_byte_beyond_the_announced_size():
+    chunks = []
+
+    def endless(sender):
+        sender.header({})
+        announce(sender, {"bytes": 5})
+        sender.data(b"hello")
+        sender.data(b"and on and on")
+        sender.end()
+
+    with pytest.raises(StreamRefused, match="more than the 5 bytes the builder announced"):
+        receive(sent_by(endless), KEY, lambda header: None, lambda chunk: chunks.append(bytes(chunk)))
+    assert b"".join(chunks) == b"hello"  # the frame beyond it was refused before a byte of it was read
+    # A hop that starts at byte 3 of the archive (a re-routed relay node) may carry 2 of the 5.
+    with pytest.raises(StreamRefused, match="more than the 5 bytes"):
+        receive(sent_by(lambda sender: (sender.header({}), announce(sender, {"bytes": 5}), sender.data(b"lo!"))),
+                KEY, lambda header: None, lambda chunk: None, start=3)
+
+
+@pytest.mark.parametrize("fields", [{}, {"bytes": "5"}, {"bytes": -1}, {"bytes": True}])
+def test_a_size_that_is_not_a_byte_count_is_refused(fields):
+    with pytest.raises(StreamRefused, match="not a byte count"):
+        received(sent_by(lambda sender: (sender.header({}), announce(sender, fields), sender.data(b"x"))))
+
+
+def test_a_keep_alive_frame_carries_no_data():
+    """A keep-alive with a payload is not data the end frame counts: it is refused, not spooled."""
+    chunks = []
+    sock = sent_by(lambda sender: (sender.header({}), sender.conn.sendall(sender.mac.frame(b"K", b"x" * 4096)),
+                                   sender.end()))
+    with pytest.raises(StreamRefused, match="keep-alive"):
+        receive(sock, KEY, lambda header: None, lambda chunk: chunks.append(bytes(chunk)))
+    assert chunks == []

@@ -16,6 +16,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._image._targate im
     TarGate,
     config_digest_of_blob,
     config_digest_of_inspect,
+    name_digest,
 )
 
 REF = "lanekit/thin:aaaaaaaaaaaa"
@@ -68,7 +69,8 @@ def test_the_gate_reads_ustar_pax_and_gnu_archives_as_a_tar_reader_does(fmt, lon
     gate.verify()
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         names = {posixpath.normpath(name) for name in tar.getnames()}
-    assert gate.names == names  # long names (ustar prefix, PAX path, GNU 'L') as tarfile reads them
+    # long names (ustar prefix, PAX path, GNU 'L') as tarfile reads them, kept as digests
+    assert gate.names == {name_digest(name) for name in names}
 
 
 # -- the crafted archive of issue 22: a PAX size hides a whole second archive -----------------------
@@ -116,7 +118,7 @@ def test_the_crafted_archive_shows_the_gate_what_docker_sees_and_is_refused():
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:  # a reader like docker's: the hidden manifest
         assert json.load(tar.extractfile("manifest.json"))[0]["RepoTags"] == ["evil/backdoor:latest", REF]
     gate, _unused = through_gate(data)
-    assert gate.ended and "pad/hidden" in gate.names  # stopped at the hidden end marker, like docker
+    assert gate.ended and gate.carries("pad/hidden")  # stopped at the hidden end marker, like docker
     with pytest.raises(StreamRefused, match="not only the pinned"):
         gate.verify()
 
@@ -156,7 +158,7 @@ def test_the_gate_keeps_the_ustar_prefix_out_of_gnu_headers():
     block[148:156] = b"        "
     block[148:156] = (b"%06o\0 " % sum(block))
     gate, _unused = through_gate(bytes(block) + bytes(1024))
-    assert gate.names == {"manifest.json"}
+    assert gate.names == {name_digest("manifest.json")}
 
 
 @pytest.mark.parametrize("make,match", [
@@ -199,3 +201,41 @@ def test_config_digest_is_the_same_from_inspect_and_from_the_blob():
     assert config_digest_of_inspect(inspect) == config_digest_of_blob(blob) == image_pin(inspect)["config"]
     inspect["Config"]["Entrypoint"] = ["other"]
     assert config_digest_of_inspect(inspect) != config_digest_of_blob(blob)
+
+
+# -- issue 38, item 4: what a token holder can make the gate hold ------------------------------------
+def gnu_long_name(name):
+    body = name.encode() + b"\0"
+    return header("././@LongLink", len(body), tarfile.GNUTYPE_LONGNAME, tarfile.GNU_FORMAT) + padded(body)
+
+
+def test_the_gate_keeps_fixed_size_digests_of_the_names_it_has_seen():
+    """Every member name goes into the seen-set; a token holder naming members with paths of tens of
+    KiB must not make the node hold them (a .json name is also one the gate would capture)."""
+    members = b"".join(pax_header(("path", f"{number:03d}/" + "p" * 60000 + ".json")) + header("x", 0)
+                       for number in range(40))
+    gate, _unused = through_gate(members + bytes(1024), step=65536)
+    assert gate.ended and len(gate.names) == 40
+    assert all(isinstance(name, bytes) and len(name) == 32 for name in gate.names)
+    held = sum(len(name) for name in gate.names) + sum(len(name) for name in gate.captured)
+    assert held <= 40 * 32  # 2.4 MB of names came in
+
+
+@pytest.mark.parametrize("make", [
+    lambda: pax_header(("path", "p" * (200 << 10))) + header("x", 0),
+    lambda: gnu_long_name("p" * (200 << 10)) + header("x", 0, fmt=tarfile.GNU_FORMAT),
+    lambda: header("././@PaxHeader", 200 << 10, tarfile.XGLTYPE),
+])
+def test_a_pax_or_gnu_long_name_longer_than_docker_save_writes_is_refused(make):
+    """docker save names its members with paths of a few hundred bytes at most: a 200 KiB PAX or GNU
+    long-name body is refused before it is read, far below the 1 MiB Go's tar reader allows."""
+    with pytest.raises(StreamRefused, match=r"a 2048\d\d-byte (global )?PAX .*at most 65536"):
+        through_gate(make() + bytes(1024))
+
+
+def test_the_gate_refuses_more_members_than_docker_save_writes():
+    """docker save writes a handful of members per layer (at most 127 layers); 5000 empty members
+    are refused instead of each being remembered."""
+    members = b"".join(header(f"d/{number}", 0) for number in range(5000))
+    with pytest.raises(StreamRefused, match="members"):
+        through_gate(members + bytes(1024), step=65536)
