@@ -19,7 +19,7 @@ from typing import Any
 from ansible.utils.display import Display
 
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
-from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._files import write_output
 from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _charts as charts
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _record as rec
@@ -115,7 +115,7 @@ class ActionModule(LanekitAction):
         pngs: list[str] = []
         problem = ""
         if args["charts"] and record.event == "deploy" and record.outcome != "serving":
-            records, _skipped = store.read(reports_dir)
+            records, _warnings = store.load(reports_dir)  # the show names the lines left out
             pngs, problem = charts.draw_ledger(reports_dir, records, args["python"], only_missing=False,
                                                boots=records[-1:])
         # The record is the controller's log of the run, not a change of the lane (as Ansible's own log is
@@ -125,17 +125,23 @@ class ActionModule(LanekitAction):
         return result
 
     def _show(self, args: dict[str, Any], reports_dir: str, result: dict[str, Any]) -> dict[str, Any]:
-        records, skipped = store.read(reports_dir)
+        records, warnings = store.load(reports_dir)
+        for warning in warnings:
+            display.warning(warning)
         lane = (args.get("plan") or {}).get("lane") or os.path.basename(reports_dir.rstrip("/"))
         shown = records[-args["last"]:] if args["last"] > 0 else records
         lines = table.render(shown, args["ledger_format"], lane)
         if args.get("ledger_file"):
-            atomic_write(args["ledger_file"], "\n".join(lines) + "\n")
+            # A directory, or a path under a file, is one sentence naming the option, never an OS traceback.
+            example = {"text": "ledger.txt", "md": "ledger.md", "json": "ledger.json"}[args["ledger_format"]]
+            write_output(args["ledger_file"], "\n".join(lines) + "\n", f"ledger_file {args['ledger_file']}",
+                         mode=0o600, example=example)
         else:
             for line in lines:
                 display.display(line)
+        skipped = len(warnings)
         notes = [f"{skipped} line(s) of {store.ledger_path(reports_dir)} did not read (a torn last line from a "
-                 "killed run is one) and were left out."] if skipped else []
+                 "killed run is one) and were left out; the warnings name them."] if skipped else []
         pngs: list[str] = []
         if args["charts"] and records:
             pngs, problem = charts.draw_ledger(reports_dir, records, args["python"])
@@ -146,6 +152,6 @@ class ActionModule(LanekitAction):
             notes.append(f"The ledger {store.ledger_path(reports_dir)} has no record yet: deploy the lane with "
                          "ansible-playbook lanekit.serving.deploy_lane first.")
         result.update(changed=False, records=[r.to_dict() for r in shown], ledger=store.ledger_path(reports_dir),
-                      pngs=pngs, skipped=skipped, notes=notes,
+                      pngs=pngs, skipped=skipped, ledger_warnings=warnings, notes=notes,
                       msg=f"Ledger of lane {lane}: {len(records)} records" + (f"; {notes[-1]}" if notes else "."))
         return result

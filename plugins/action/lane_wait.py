@@ -412,7 +412,7 @@ class Waiter(LaneWorker):
             last = self.watcher.last.get(rank)
             bundle.write_rank(rank, me, last.to_dict() if last else {},
                               list(self.watcher.tails.get(rank, [])))
-        # A root-private directory on the node, read back through slurp: over SSH as an operator
+        # A root-private directory on the node, read back through file_chunk: over SSH as an operator
         # who becomes root, the login user can neither keep it private nor read root's 0600 files.
         remote_dir = f"{becomefiles.REMOTE_BUNDLE_ROOT}/{self.lane}-{uuid.uuid4().hex[:12]}"
         task_vars = self.task_vars

@@ -6,11 +6,15 @@ One job: the watch's steps on the controller (``run_once``), each a ``mode``:
 
 - ``probe``: up to ``probes`` streamed completions, ``gap_s`` apart, each with a deadline; the
   first one that passes the floors (first token, tokens/s: ``_ledger._watch.floors`` from the
-  lane's own ready probe and bench in the ledger) makes the lane healthy.
+  lane's own ready probe and bench in the ledger) makes the lane healthy. Probes that miss the
+  floors while tokens still come, or while the engine's generated-token counter (read by the probe
+  from ``/metrics``) rises by more than their own, make it slow, not wedged
+  (``_ledger._watch.verdict``): its ``progress`` goes to ``decide`` in the returned ``probe``.
 - ``decide``: from the probe, the signatures in the rank logs (``rank_status`` results of every
-  node) and the restarts the ledger holds: healthy, restart, or report (a cause a restart cannot
-  fix, a back-off, a spent budget). The decision goes into the ledger (a repeated report once).
-- ``verify``: after the restart, probe again: healed, or the restart did not help.
+  node) and the restarts the ledger holds: healthy, slow (reported, never restarted), restart, or
+  report (a cause a restart cannot fix, a back-off, a spent budget). The decision goes into the
+  ledger (a repeated report once).
+- ``verify``: after the restart, probe again: healed (tokens come again), or the restart did not help.
 - ``record``: a restart whose boot failed (the ready phase's result), into the ledger.
 
 The playbook (``watch_lane.yml``) does the restart itself with the teardown, ranks and ready
@@ -23,13 +27,12 @@ from typing import Any
 
 from ansible.utils.display import Display
 
-from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import api_url
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _probe as head_probe
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _record as rec
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _store as store
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _watch as watch
-from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._probe import stream_probe
 
 display = Display()
 
@@ -66,38 +69,57 @@ class ActionModule(LanekitAction):
         if self._play_context.check_mode:
             result.update(skipped=True, msg="Check mode: the watch neither probes nor restarts.")
             return result
-        records, _skipped = store.read(reports_dir)
+        # A bad ledger line is skipped with a warning naming it: the watch still runs on the others.
+        records, warnings = store.load(reports_dir)
+        for warning in warnings:
+            display.warning(warning)
+        result["ledger_warnings"] = warnings
         if args["mode"] in ("probe", "verify"):
-            return self._probe(args, plan, records, result)
+            return self._probe(args, plan, records, result, task_vars)
         if args["mode"] == "decide":
             return self._decide(args, plan, records, result)
         return self._record(args, plan, result)
 
-    def _probe(self, args: dict[str, Any], plan: dict, records: list, result: dict[str, Any]) -> dict[str, Any]:
+    def _probe(self, args: dict[str, Any], plan: dict, records: list, result: dict[str, Any],
+               task_vars: dict[str, Any]) -> dict[str, Any]:
         floor = watch.floors(records, ttft_max_s=args.get("ttft_max_s"), tps_min=args.get("tps_min"))
-        base = api_url(plan, args.get("api_address"))
-        model = (plan.get("api") or {}).get("served_model_name") or ""
+        # The probe runs on the lane's head (the task is delegated there): the key goes to the head inside
+        # the Ansible connection, and from the head only to a port its rank container holds (issue 38).
+        head = head_probe.head_of(plan, self._task.delegate_to, task_vars.get("inventory_hostname"))
+        margs = head_probe.probe_args(plan, args.get("api_address"), args["deadline_s"], args["max_tokens"],
+                                      args.get("api_key"))
         tried: list[dict[str, Any]] = []
         healthy, reason = False, ""
         for attempt in range(max(1, args["probes"])):
             if attempt:
                 time.sleep(max(0.0, args["gap_s"]))
-            probe = stream_probe(base, model, args["deadline_s"], args["max_tokens"], args.get("api_key"))
+            probe = head_probe.on_head(self, task_vars, head, margs)
             healthy, reason = watch.judge(probe, floor)
             probe["healthy"], probe["reason"] = healthy, reason
             tried.append(probe)
+            slow = not healthy and watch.stream_progress(probe)
+            # A probe that got no token may still show the engine generating for others (its counter rose).
+            busy = not healthy and not slow and watch.engine_progress([probe])
             display.display(f"watch {plan.get('lane')}: probe {attempt + 1}/{args['probes']} "
-                            + ("healthy" if healthy else f"failed: {reason}")
+                            + ("healthy" if healthy else f"slow, tokens still come: {reason}" if slow else
+                               f"slow, {busy}: {reason}" if busy else f"failed: {reason}")
                             + (f" (first token {probe['ttft_s']} s" if probe["ttft_s"] is not None else "")
                             + (f", {probe['tps']} tok/s)" if probe["tps"] is not None else
                                (")" if probe["ttft_s"] is not None else "")))
             if healthy:
                 break
+        found = watch.verdict(tried, floor)
+        # decide reads the run's progress from the probe it is given (the playbook passes the last one).
+        tried[-1]["progress"] = found.progress
         result.update(changed=False, healthy=healthy, reason=reason, probes=tried, floors=floor.__dict__,
-                      probe=tried[-1])
+                      probe=tried[-1], verdict=found.state, progress=found.progress)
         if args["mode"] == "verify":
-            return self._verified(args, plan, healthy, reason, tried[-1], result)
-        result["msg"] = f"Lane {plan.get('lane')}: " + ("healthy." if healthy else f"wedged ({reason}).")
+            return self._verified(args, plan, found.state != "wedged", reason, tried[-1], result)
+        result["msg"] = f"Lane {plan.get('lane')}: " + {
+            "healthy": "healthy.",
+            "slow": f"slow but making progress ({found.progress}; {reason}): not wedged.",
+            "wedged": f"wedged ({reason}).",
+        }[found.state]
         return result
 
     def _decide(self, args: dict[str, Any], plan: dict, records: list, result: dict[str, Any]) -> dict[str, Any]:
@@ -107,17 +129,22 @@ class ActionModule(LanekitAction):
         now = time.time()
         state = watch.budget_state(watch.restart_times(records), now, budget)
         found = [] if healthy else watch.signatures_of(args["nodes"], plan.get("engine"))
-        decision = watch.decide(healthy, found, state)
+        # The probe mode says the run's progress; a probe without the key (an older caller) speaks for itself.
+        progress = probe.get("progress") if "progress" in probe else watch.stream_progress(probe)
+        decision = watch.decide(healthy, found, state, progress if isinstance(progress, str) else "")
         record = None
         if watch.worth_recording(records, decision.outcome):
             first = (watch.unfixable(found) or found)[:1]
             cause = rec.cause_of({"signatures": first} if first else {"msg": str(probe.get("reason") or "wedged")})
-            note = decision.reason + (f"; next restart allowed at {rec.iso(state.next_at)}" if state.next_at else "")
+            # Only a back-off or a spent budget waits for a restart; a slow lane is not restarted at all.
+            next_at = state.next_at if decision.outcome in ("backing-off", "gave-up") else None
+            note = decision.reason + (f"; next restart allowed at {rec.iso(next_at)}" if next_at else "")
             record = store.append(plan["reports_dir"], rec.new_record(
                 "watch", decision.outcome, plan, store.previous_plan(plan["reports_dir"]), now,
                 probe=_probe_summary(probe), cause=cause, note=note), plan)
         message = {
             "healthy": f"Lane {plan.get('lane')} serves: a streamed completion passed the floors.",
+            "slow": f"Lane {plan.get('lane')} is slow ({probe.get('reason')}) and not restarted: {decision.reason}.",
             "restarted": f"Lane {plan.get('lane')} is wedged ({probe.get('reason')}): restarting it in the engine's "
                          f"order ({decision.reason}).",
             "not-restartable": f"Lane {plan.get('lane')} does not serve and a restart cannot fix it: {decision.reason}. "
@@ -162,4 +189,7 @@ class ActionModule(LanekitAction):
 
 
 def _probe_summary(probe: dict[str, Any]) -> dict[str, Any]:
-    return {k: probe.get(k) for k in ("ok", "ttft_s", "tps", "tokens", "total_s", "deadline_s", "error", "url")}
+    # The engine's counter and the last token's time too: a record says why the lane was judged slow or wedged.
+    return {k: probe.get(k) for k in ("ok", "ttft_s", "last_token_s", "tps", "tokens", "total_s", "deadline_s",
+                                      "max_tokens", "engine_tokens_before", "engine_tokens_after", "error", "url",
+                                      "progress")}

@@ -15,8 +15,22 @@ from collections.abc import Iterable
 from typing import Any
 
 REDACTED = "********"
-# Names whose values are treated as secrets wherever they appear (env of a container, flags in argv).
-SECRETISH_RE = re.compile(r"(?i)(api[_-]?key|token|secret|passw|credential|auth|private[_-]?key|_key\b|^key$)")
+# The words of a key-like name (``HF_TOKEN``, ``--api-key``, ``AWS_ACCESS_KEY_ID``, ``apiKey``). A word,
+# not a substring: ``--max-num-batched-tokens``, ``--tokenizer`` and ``TOKENIZERS_PARALLELISM`` are
+# tuning a person must see change, not secrets.
+_SECRET_WORDS = frozenset({"key", "keys", "token", "secret", "secrets", "password", "passwords", "passwd", "pass",
+                           "passphrase", "pwd", "credential", "credentials", "auth", "authorization", "bearer",
+                           "cookie"})
+# A compound word that ends in one of these is key-like too (``APIKEY``, ``HFTOKEN``, ``OAUTH``).
+_SECRET_ENDS = ("key", "token", "secret", "password", "passwd", "auth")
+# ... or starts with one (``PASSWORDFILE``, ``SECRETKEYREF``, ``CREDENTIALSPATH``).
+_SECRET_STARTS = ("secret", "passw", "credential")
+_WORD_SPLIT = re.compile(r"[^a-z0-9]+")
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+# Values that are secrets whatever their name says (a token pasted under an innocent flag): Hugging Face,
+# OpenAI-style, NVIDIA NGC and GitHub tokens, by their published prefixes.
+_SECRET_VALUE_RE = re.compile(r"\b(?:hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|nvapi-[A-Za-z0-9_-]{20,}|"
+                              r"gh[pousr]_[A-Za-z0-9]{30,})")
 # A value shorter than this is not searched for in free text (it would blank unrelated words).
 MIN_REDACT_LEN = 4
 
@@ -32,8 +46,29 @@ def redact_text(text: str, values: Iterable[str] | None) -> str:
     return text
 
 
+def key_like(name: str) -> bool:
+    """Whether ``name`` (an env variable or an engine flag, dashes allowed) names a secret: the one rule for
+    every place lanekit shows or copies a value (evidence, the ledger's changes, the plan diff)."""
+    words = [w.rstrip("0123456789") for w in _WORD_SPLIT.split(_CAMEL.sub(r"\1_\2", str(name)).lower()) if w]
+    return any(w in _SECRET_WORDS or w.endswith(_SECRET_ENDS) or w.startswith(_SECRET_STARTS) for w in words if w)
+
+
+def secret_value(value: str) -> bool:
+    """Whether ``value`` looks like a token by its shape (``hf_...``), whatever name holds it."""
+    return bool(_SECRET_VALUE_RE.search(str(value)))
+
+
+def shown_value(name: str, value: str | None) -> str | None:
+    """``value`` as it may be shown under ``name``: ``REDACTED`` for a key-like name or a token-shaped value;
+    None (unset) and '' (a flag without a value) stay as they are, so that a diff still says it came or went."""
+    if value is None or value == "":
+        return value
+    return REDACTED if key_like(name) or secret_value(value) else value
+
+
 def secretish(name: str) -> bool:
-    return bool(SECRETISH_RE.search(name))
+    """The name of :func:`key_like` its first callers use."""
+    return key_like(name)
 
 
 def redact_env(env: list | None, names: Iterable[str] | None = None) -> list:

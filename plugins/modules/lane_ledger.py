@@ -87,7 +87,7 @@ options:
     choices: [text, md, json]
     default: text
   ledger_file:
-    description: Write the printed ledger to this controller file instead.
+    description: Write the printed ledger to this controller file instead (mode 0600); a directory is refused.
     type: path
   last:
     description: Show only the last N records (0 all).

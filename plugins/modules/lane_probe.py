@@ -69,7 +69,10 @@ options:
         when one of O(ranks) answers the API (role C(head) or C(router)), so every node can be given it.
     type: dict
   api_key:
-    description: The lane's API key for the probes (C(lanekit_api_key)); never returned.
+    description:
+      - The lane's API key for the API probe (C(lanekit_api_key)); never returned, never sent to C(/health).
+      - It is sent only when every socket listening on the API's port belongs to the rank container that answers
+        the API; a port held by another process is a reason in RV(pending) that names the process.
     type: str
   secrets:
     description:
@@ -144,7 +147,8 @@ api:
 import time
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _lane_probe as verdicts
-from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import http_get, probe_api
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._portowner import RankContainer, key_refusal
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import DEFAULT_URL, http_get, probe_api
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import parse_docker_time
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_module import (
@@ -182,16 +186,20 @@ class LaneProbe(DockerManager):
         result = {"changed": False, "ranks": seen}
         api_reasons: list[str] = []
         # The API is climbed on the node of the rank that answers it (the head, or the P/D router).
-        if p["api_probe"] and any(rank.get("role") in engines.API_ROLES for rank in ranks):
+        api_rank = next((rank for rank in ranks if rank.get("role") in engines.API_ROLES), None)
+        if p["api_probe"] and api_rank is not None:
             spec = dict(p["api_probe"], api_key=p["api_key"])
-            api = probe_api(spec)
+            url = str(spec.get("url") or DEFAULT_URL)
+            # The key goes only to a port the API's rank container holds (issue 38).
+            owner = RankContainer.of(api_rank["container_name"], found.get(api_rank["container_name"]))
+            api = probe_api(spec, key_check=lambda: key_refusal(url, owner))
             result["api"] = api
             api_reasons = verdicts.api_pending(api, bool(spec.get("chat")))
         health = []
         for rank in ranks:
             if rank.get("health_port") and rank.get("role") not in engines.API_ROLES:
-                status, _body, error = http_get(f"http://127.0.0.1:{int(rank['health_port'])}/health", timeout=5,
-                                                api_key=p["api_key"])
+                # Unauthenticated: the key is never sent to a health port.
+                status, _body, error = http_get(f"http://127.0.0.1:{int(rank['health_port'])}/health", timeout=5)
                 health.append({"name": rank["container_name"], "status": status, "error": error})
         health_reasons = verdicts.health_pending(health)
         pending = image_reasons + rank_reasons + weights_reasons + secrets_reasons + api_reasons + health_reasons

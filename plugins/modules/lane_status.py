@@ -42,8 +42,9 @@ options:
     type: str
   probe_from:
     description:
-      - Where the API health probe runs. V(head) runs it on the head node; V(controller) from
-        the controller.
+      - Where the API health probe runs. V(head) runs it on the head node, which sends the key only
+        to a port the API's rank container holds; V(controller) from the controller, where that
+        check cannot run and the key crosses the network in clear (for a trusted network only).
     type: str
     choices: [head, controller]
     default: head

@@ -77,7 +77,9 @@ options:
   probe_from:
     description:
       - Where the API probes run. V(head) runs them on the head node (it always reaches its own
-        fabric address); V(controller) runs them from the controller.
+        fabric address), which sends the key only to a port the API's rank container holds;
+        V(controller) runs them from the controller, where that check cannot run and the key crosses
+        the network in clear (for a trusted network only, docs/security.md). C(/health) never gets the key.
     type: str
     choices: [head, controller]
     default: head

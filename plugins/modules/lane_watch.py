@@ -10,7 +10,12 @@ short_description: Probe a serving lane with streamed completions, decide whethe
 version_added: 0.3.0
 description:
   - Controller-side action (this file only documents it), the steps of C(lanekit.serving.watch_lane). Run it
-    once (C(run_once), C(delegate_to) C(localhost)).
+    once (C(run_once)); V(probe) and V(verify) delegated to the lane's head (C(delegate_to) the plan's
+    C(api.host)), V(decide) and V(record) to C(localhost).
+  - The probes run on the head, through M(lanekit.serving.rank_status). The lane's key reaches the head inside
+    the Ansible connection and goes from there only to the head's own API address, on a port the API's rank
+    container is checked to hold, never in clear across the network from the controller. A task of V(probe)
+    or V(verify) that is not delegated to the head fails with a sentence saying so.
   - V(probe) runs up to O(probes) real streamed chat completions, O(gap_s) apart, each within O(deadline_s); one
     that ends in time with a first token under the floor and a decode rate over it makes the lane healthy. The
     floors come from the lane's ledger (its last ready probe's first token times 10, at least 5 s; a tenth of its
@@ -49,10 +54,10 @@ options:
     type: int
     default: 16
   api_address:
-    description: The address to probe instead of the plan's C(api.address) (the controller must reach it).
+    description: The address to probe instead of the plan's C(api.address), from the head (an address of the head itself).
     type: str
   api_key:
-    description: The lane's API key (C(lanekit_api_key)).
+    description: The lane's API key (C(lanekit_api_key)); passed to the head's M(lanekit.serving.rank_status) as its no_log C(api_key).
     type: str
   ttft_max_s:
     description: The longest first token a healthy probe may take (default from the ledger).
@@ -112,8 +117,9 @@ EXAMPLES = r"""
   lanekit.serving.lane_watch:
     mode: probe
     plan: "{{ lanekit_plan }}"
+    api_key: "{{ lanekit_api_key | default(omit, true) }}"
   run_once: true
-  delegate_to: localhost
+  delegate_to: "{{ lanekit_plan.api.host }}"
   register: watch_probe
 """
 

@@ -16,7 +16,11 @@ description:
     (C(docker logs --timestamps), stdout and stderr merged in time order).
   - Optionally probes, from this node, the lane's OpenAI-compatible API (port accepts,
     C(/health), C(/v1/models), one streamed chat completion) and the health servers of worker
-    ranks (SGLang).
+    ranks (SGLang), or runs the watch's timed streamed completion (O(watch_probe)).
+  - The lane's key (O(api_key)) never goes to a health URL. Before it is sent to the API, the
+    module checks that every socket listening on the API's port for that address belongs to the
+    rank container that answers the API (a descendant of its init, or in its cgroup); a port held
+    by another process gets no key, and the probe's C(error) names the port and the process.
   - With O(bundle_dir) it also writes every container's full log, its full C(docker inspect)
     object and the node's C(/proc/meminfo) into that directory, for the failure bundle. Secret
     values, and the values of key-like environment variables and flags, are replaced there.
@@ -51,12 +55,24 @@ options:
     description:
       - Probe the lane's API from this node. Keys C(url) (base URL, for example
         V(http://10.0.0.1:8000)), C(model) (served model name), C(chat) (bool, run one
-        streamed chat completion), C(timeout) and C(chat_timeout) (seconds).
+        streamed chat completion), C(timeout) and C(chat_timeout) (seconds), C(container) (the
+        rank container that answers the API; default the one of this node labelled C(head) or
+        C(router)).
+    type: dict
+  watch_probe:
+    description:
+      - Run the watch's probe (M(lanekit.serving.lane_watch)) from this node, the lane's head, so
+        that the key does not cross the network. Keys C(url), C(model), C(deadline_s) (seconds the
+        streamed completion may take), C(max_tokens), C(container) (the rank container that must
+        hold the API port).
+      - Just before the request and just after the stream ends it reads the engine's generated-token
+        counter from C(<url>/metrics), without the key (the path is open), at most 5 s and 4 MiB each;
+        a port the rank container does not hold is not asked at all.
     type: dict
   health_probes:
     description:
       - Health URLs to GET from this node, each C({name, url}); SGLang worker ranks serve
-        C(/health) on their C(--port).
+        C(/health) on their C(--port). They are asked without the key.
     type: list
     elements: dict
     default: []
@@ -93,7 +109,8 @@ options:
     default: 60
   api_key:
     description:
-      - The lane's API key (C(lanekit_api_key)), sent as a bearer key by the API and health probes.
+      - The lane's API key (C(lanekit_api_key)), sent as a bearer key by the API probe and the watch probe
+        to the paths that want it, and only to a port the API's rank container holds.
       - Never returned; a value found in a log line is masked.
     type: str
   secret_values:
@@ -151,9 +168,34 @@ containers:
     lines: {description: "Log lines with docker timestamps, oldest first.", type: list, elements: str}
     log_error: {description: "Why the log could not be read, if it could not.", type: str}
 api:
-  description: API probe result (accepts, health_status, models, model_listed, chat_ok, ttft_s, error).
+  description:
+    - API probe result (accepts, health_status, models, model_listed, chat_ok, ttft_s, error).
+    - C(key_withheld) when the key was not sent because another process holds the port (C(error) says which).
   returned: when api_probe is given
   type: dict
+watch_probe:
+  description: The watch probe's result.
+  returned: when watch_probe is given
+  type: dict
+  contains:
+    ok: {description: "Whether the stream ended within the deadline with tokens.", type: bool}
+    ttft_s: {description: "Seconds from the request's start to the first token; null without one.", type: float}
+    last_token_s: {description: "Seconds from the request's start to the last token received; null without one.", type: float}
+    tokens: {description: "Stream chunks that carried text (a chunk may carry several tokens).", type: int}
+    tps: {description: "Chunks per second after the first; null with fewer than two.", type: float}
+    total_s: {description: "Seconds the request took, to the stream's end or the deadline.", type: float}
+    deadline_s: {description: "The deadline the probe was given.", type: float}
+    max_tokens: {description: "The most tokens the probe asked for (the most it may have cost the engine).", type: int}
+    engine_tokens_before:
+      description:
+        - "The engine's generated-token counter (C(vllm:generation_tokens_total) or C(sglang:generation_tokens_total),
+          summed over its label sets) just before the request."
+        - Null when C(/metrics) is absent (SGLang without C(--enable-metrics), a router), slow, too large or has no counter.
+      type: float
+    engine_tokens_after: {description: "The same counter just after the stream ended; null as above.", type: float}
+    error: {description: "Why the probe did not pass; empty when it did.", type: str}
+    key_withheld: {description: "Set when the key was not sent because another process holds the port.", type: bool}
+    url: {description: "The API's base URL.", type: str}
 health:
   description: Health probe results by name (status, error).
   returned: always
@@ -191,18 +233,27 @@ bundle_files:
 
 import json
 import os
-import socket
-import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._events import run_watch
-from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import http_get, probe_api
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._portowner import (
+    RankContainer,
+    hex_address,
+    key_refusal,
+)
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import (
+    DEFAULT_URL,
+    http_get,
+    probe_api,
+    stream_probe,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
+from ansible_collections.lanekit.serving.plugins.module_utils._lane import _engines as engines
 from ansible_collections.lanekit.serving.plugins.module_utils._redact import redact_inspect, redact_text, secretish
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._pagecache_sys import parse_meminfo
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
@@ -220,17 +271,6 @@ def meminfo_kb(text: str) -> dict[str, int]:
     return {key: figures[key] // 1024 for key in MEMINFO_KEYS if key in figures}
 
 
-def _hex_ip(text: str) -> str:
-    """Address of /proc/net/tcp{,6} (hex, per-32-bit-word little endian) as text."""
-    raw = bytes.fromhex(text)
-    words = b"".join(struct.pack("<I", struct.unpack(">I", raw[i:i + 4])[0]) for i in range(0, len(raw), 4))
-    if len(words) == 4:
-        return socket.inet_ntop(socket.AF_INET, words)
-    if words[:12] == b"\x00" * 10 + b"\xff\xff":
-        return socket.inet_ntop(socket.AF_INET, words[12:])
-    return socket.inet_ntop(socket.AF_INET6, words)
-
-
 def parse_proc_tcp(text: str, ports: Iterable[int]) -> dict[int, list[str]]:
     """{port: sorted remote IPs} of ESTABLISHED connections whose local port is in ports."""
     wanted = {int(p) for p in ports}
@@ -243,7 +283,7 @@ def parse_proc_tcp(text: str, ports: Iterable[int]) -> dict[int, list[str]]:
         remote_ip, _remote_port = fields[2].split(":")
         port = int(local_port, 16)
         if port in wanted:
-            peers[port].add(_hex_ip(remote_ip))
+            peers[port].add(hex_address(remote_ip))
     return {p: sorted(ips) for p, ips in peers.items()}
 
 
@@ -383,19 +423,45 @@ def write_bundle(docker: DockerCLI, bundle: str, names: list[str], found: dict, 
     return files
 
 
+def api_container(asked: str | None, found: dict) -> RankContainer | None:
+    """The rank container that must hold the API port: the one the probe names, else this node's head or router."""
+    name = asked or next((n for n, obj in found.items() if obj and rank_of(obj)[1] in engines.API_ROLES), None)
+    return RankContainer.of(name, found.get(name)) if name else None
+
+
+def key_check(url: str, container: RankContainer | None) -> Callable[[], str]:
+    """The check the probes run before they send the key: the port must be the container's (issue 38)."""
+    return lambda: key_refusal(url, container)
+
+
+def watch_probe(spec: dict, api_key: str | None, found: dict) -> dict:
+    """The watch's streamed completion, from this node to the head container's port."""
+    url = str(spec.get("url") or "")
+    container = api_container(spec.get("container"), found)
+    return stream_probe(url, str(spec.get("model") or ""), float(spec.get("deadline_s") or 60),
+                        int(spec.get("max_tokens") or 16), api_key, key_check=key_check(url, container))
+
+
 def status(docker: DockerCLI, params: dict) -> dict:
     """The whole report of this node (the module's result)."""
     # the watch comes first: what follows reads the state the exit left
     watched = run_watch(docker, params["containers"], params["exit_watch_s"], params["exit_watch_since"])
     names = container_names(docker, params["containers"], params["lane"])
-    found = docker.inspect_containers(names)
+    # The probes' containers are inspected too (their init pid and id), but reported only when asked for.
+    probed = [str(p["container"]) for p in (params["api_probe"], params.get("watch_probe")) if p and p.get("container")]
+    found = docker.inspect_containers(names + [n for n in dict.fromkeys(probed) if n not in names])
     result: dict = {"changed": False, "health": {},
                     "containers": [container_entry(docker, name, found.get(name), params) for name in names]}
+    key = params.get("api_key") or None
     if params["api_probe"]:
-        result["api"] = probe_api(dict(params["api_probe"], api_key=params.get("api_key")))
+        url = str(params["api_probe"].get("url") or DEFAULT_URL)
+        container = api_container(params["api_probe"].get("container"), found)
+        result["api"] = probe_api(dict(params["api_probe"], api_key=key), key_check=key_check(url, container))
+    if params.get("watch_probe"):
+        result["watch_probe"] = watch_probe(params["watch_probe"], key, found)
     for probe in params["health_probes"]:
-        code, _body, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5),
-                                      api_key=params.get("api_key"))
+        # Health URLs are unauthenticated: the key is never sent there (whoever holds the port would get it).
+        code, _body, error = http_get(probe["url"], timeout=float(probe.get("timeout") or 5))
         result["health"][probe.get("name") or probe["url"]] = {"status": code, "error": error}
     result["tcp_peers"] = tcp_peers(params["listen_ports"]) if params["listen_ports"] else {}
     meminfo_text = read_meminfo_text()
@@ -421,6 +487,7 @@ def main() -> None:
             tail=dict(type="int", default=400),
             max_lines=dict(type="int", default=5000),
             api_probe=dict(type="dict"),
+            watch_probe=dict(type="dict"),
             health_probes=dict(type="list", elements="dict", default=[]),
             listen_ports=dict(type="list", elements="int", default=[]),
             bundle_dir=dict(type="path"),

@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from ansible_collections.lanekit.serving.plugins.module_utils._http import direct_opener
+
 TOOLS = ("tool-eval-bench", "llama-benchy")
 
 
@@ -31,7 +33,7 @@ def check_api(base_url: str, model: str, api_key: str | None = None, timeout: fl
     req = urllib.request.Request(f"{base_url}/models")
     if api_key:
         req.add_header("Authorization", f"Bearer {api_key}")
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener = direct_opener()  # no proxy, no redirect: the key goes to this address only
     try:
         with opener.open(req, timeout=timeout) as resp:
             body = json.loads(resp.read().decode("utf-8", "replace") or "{}")

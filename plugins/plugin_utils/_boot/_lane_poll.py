@@ -236,12 +236,17 @@ class LaneWorker:
     # --- gathering ---------------------------------------------------------------------------
 
     def _api_probe(self) -> dict:
-        return {
+        spec = {
             "url": api_url(self.plan, self.probe_address),
             "model": (self.plan.get("api") or {}).get("served_model_name") or "",
             "chat": bool(self.chat_probe) and not self.watcher.chat_ok,
             "chat_timeout": self.chat_timeout_s,
         }
+        # The node sends the key only to a port this container holds (rank_status, issue 38).
+        api_rank = next((r for r in self.members.ranks if r.get("role") in engines.API_ROLES), None)
+        if api_rank is not None:
+            spec["container"] = api_rank["container_name"]
+        return spec
 
     def module_args(self, bundle_dir: str | None = None, watch_s: float = 0.0) -> dict:
         margs: dict[str, Any] = {
@@ -323,6 +328,9 @@ class LaneWorker:
             self.call_overhead_s = 0.5 * self.call_overhead_s + 0.5 * max(0.0, spent)
         statuses = self.watcher.absorb(res, error)
         if self.probe_from == "controller" and self.is_coordinator and self.plan.get("api"):
+            # From the controller no check of who holds the port can run (its /proc is not the head's),
+            # and the key crosses the network in clear: probe_from controller is for a trusted network
+            # only (docs/security.md). /health still goes without the key.
             api = probe_api(dict(self._api_probe(), api_key=self.secret_args.get("api_key")))
             if api.get("chat_ok"):
                 self.watcher.chat_ok = {k: api.get(k) for k in ("chat_ok", "ttft_s", "first_token")}

@@ -91,6 +91,9 @@ def readiness(engine: str | None, statuses: Mapping[int, RankStatus], chat_requi
         return False, "API port refuses connections"
     if api.get("health_status") != 200:
         return False, f"/health answered {api.get('health_status')}"
+    if api.get("key_withheld"):
+        # Another process holds the API port: the probe's sentence names it and the fix.
+        return False, str(api.get("error") or "the API port is not the head container's; the key was not sent")
     if not api.get("model_listed"):
         return False, "/v1/models does not list the served model"
     if chat_required and not api.get("chat_ok"):

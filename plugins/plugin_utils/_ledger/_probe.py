@@ -1,83 +1,78 @@
 # Copyright: lanekit developers
 # Apache-2.0
 # Note that this plugin util is **PRIVATE** to the collection. It can have breaking changes at any time.
-"""The watch's probe: one real streamed chat completion with a deadline, timed.
+"""The watch's probe, run on the lane's head: the controller's half.
 
-One job: ask the lane's API for a few tokens, streamed, and say whether they all came before the
-deadline, the time to the first token and the decode rate after it. A wedged lane keeps its
-port, ``/health`` and ``/v1/models`` (the status calls it serving) while a completion never
-ends: only a generation proves the lane serves. Standard library only.
+One job: have the head's ``rank_status`` run the watch's streamed completion
+(``module_utils/_boot/_probes.stream_probe``) against the head's own API address, and bring its
+result back. The lane's key then travels to the head inside the Ansible connection (SSH) and from
+there to a port the head's rank container is checked to hold (``_boot/_portowner``), never in
+clear across the network from the controller (issue 38). The timings are the head's, so the
+connection's own latency is not in the first token.
+
+The action (``lane_watch``) runs on the controller as every action does; the playbook delegates its
+probing steps to the head (``delegate_to: "{{ lanekit_plan.api.host }}"``), so the action's
+connection, and the module it executes, are the head's.
 """
 from __future__ import annotations
 
-import json
-import time
-import urllib.error
-import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import _opener, auth_headers
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_text
 
-PROMPT = "Count from one to twenty in words, separated by spaces."
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import api_url
+from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
+
+MODULE = "lanekit.serving.rank_status"
 
 
-def _chunk_tokens(line: str) -> int:
-    """Tokens in one server-sent-events line (0 for keep-alives, usage, [DONE])."""
-    if not line.startswith("data:"):
-        return 0
-    data = line[5:].strip()
-    if not data or data == "[DONE]":
-        return 0
+def head_of(plan: Mapping[str, Any], delegate_to: str | None, host: str | None) -> str:
+    """The lane's head host, checked to be where the task runs (its connection is the one the probe uses)."""
+    head = (plan.get("api") or {}).get("host")
+    if not head:
+        raise LanekitError("The lane's plan names no head host (plan.api.host), so the watch cannot probe from the "
+                           "head: re-plan the lane with this collection's preflight role.")
+    runs_on = delegate_to or host
+    if runs_on != head:
+        raise LanekitError(
+            f"lane_watch probes the lane's API from the lane's head {head}, so that the lane's key never crosses "
+            f"the network from the controller, but this task runs on {runs_on}: delegate it to the head "
+            '(delegate_to: "{{ lanekit_plan.api.host }}"), as the lanekit.serving.watch_lane playbook does.')
+    return str(head)
+
+
+def probe_args(plan: Mapping[str, Any], api_address: str | None, deadline_s: float, max_tokens: int,
+               api_key: str | None) -> dict[str, Any]:
+    """``rank_status``'s arguments for one watch probe on the head (the key as its own no_log argument)."""
+    api = plan.get("api") or {}
+    # The rank that answers the API on the head: it must hold the port the key goes to. Without the
+    # plan's word the head's rank_status takes its container labelled head or router.
+    container = next((r.get("container_name") for r in plan.get("ranks") or []
+                      if r.get("serves_api") and r.get("host") == api.get("host")), None)
+    margs: dict[str, Any] = {"containers": [], "watch_probe": {
+        "url": api_url(plan, api_address), "model": api.get("served_model_name") or "", "deadline_s": deadline_s,
+        "max_tokens": max_tokens, "container": container}}
+    if api_key:
+        margs["api_key"] = api_key
+    return margs
+
+
+def on_head(action: Any, task_vars: Mapping[str, Any], head: str, margs: Mapping[str, Any]) -> dict[str, Any]:
+    """The head's probe result; a head that cannot run it fails the watch (a restart would not reach it either)."""
+    why = ""
     try:
-        chunk = json.loads(data)
-    except ValueError:
-        return 0
-    for choice in chunk.get("choices") or []:
-        delta = choice.get("delta") or {}
-        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
-            return 1
-    return 0
-
-
-def stream_probe(base: str, model: str, deadline_s: float, max_tokens: int = 16,
-                 api_key: str | None = None) -> dict[str, Any]:
-    """``ok`` (the stream ended within the deadline with tokens), ``ttft_s``, ``tokens``, ``tps``, ``total_s``, ``error``."""
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens,
-                       "temperature": 0, "stream": True}).encode()
-    req = urllib.request.Request(f"{base.rstrip('/')}/v1/chat/completions", data=body, method="POST",
-                                 headers={"Content-Type": "application/json", "Accept": "text/event-stream",
-                                          **auth_headers(api_key)})
-    start = time.monotonic()
-    result: dict[str, Any] = {"url": base, "ok": False, "ttft_s": None, "tokens": 0, "tps": None, "total_s": None,
-                              "deadline_s": deadline_s, "error": ""}
-    first = last = None
-    try:
-        with _opener().open(req, timeout=deadline_s) as resp:
-            for raw in resp:
-                now = time.monotonic()
-                if now - start > deadline_s:
-                    raise TimeoutError
-                count = _chunk_tokens(raw.decode("utf-8", "replace").strip())
-                if count:
-                    first = first if first is not None else now
-                    last = now
-                    result["tokens"] += count
-    except TimeoutError:
-        result["error"] = (f"no first token within {deadline_s:g} s" if first is None else
-                           f"{result['tokens']} tokens, then nothing until the deadline of {deadline_s:g} s")
-    except urllib.error.HTTPError as exc:
-        result["error"] = f"the chat completion answered HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        result["error"] = (f"no first token within {deadline_s:g} s" if isinstance(reason, TimeoutError)
-                           else f"the chat completion failed: {reason}")
-    result["total_s"] = round(time.monotonic() - start, 3)
-    if first is not None:
-        result["ttft_s"] = round(first - start, 3)
-        if last is not None and result["tokens"] > 1 and last > first:
-            result["tps"] = round((result["tokens"] - 1) / (last - first), 2)
-    if not result["error"]:
-        result["ok"] = result["tokens"] > 0
-        if not result["ok"]:
-            result["error"] = "the stream ended without a token"
-    return result
+        res = action._execute_module(module_name=MODULE, module_args=dict(margs), task_vars=task_vars)
+    except AnsibleError as exc:
+        res, why = {}, to_text(exc)
+    if not why and (res.get("failed") or res.get("unreachable")):
+        why = to_text(res.get("msg") or "rank_status failed without a message")
+    if not why and not isinstance(res.get("watch_probe"), dict):
+        why = "rank_status returned no watch_probe (an older copy of the collection on the controller?)"
+    if why:
+        lines = [line.strip() for line in why.splitlines() if line.strip()]
+        raise LanekitError(f"The watch's probe could not run on the lane's head {head}: "
+                           f"{lines[-1] if lines else 'no answer'}. Check that the head is reachable "
+                           "(ansible -m ping) and retry; the lane was not judged.")
+    return dict(res["watch_probe"])

@@ -10,17 +10,36 @@ previous record (the plan diff's words, not only two hashes), the image per node
 each phase's duration, each rank's boot milestones, the outcome, the cause (signature, evidence
 line, fix) and the bench summary. The bring-up report kept this ledger by hand.
 
+Every field has one type, checked twice: what a node returned is type-checked before it is
+recorded (a value of the wrong type is left out and named in the record's note), and a line read
+back whose fields are not of their types is refused (:class:`BadRecord`), so that the reader skips
+it with a warning instead of every later render and watch failing on it. The values of key-like
+names (``module_utils/_redact.key_like``) are never shown in ``changes``: the line says that the
+value changed, not what it was or became.
+
 Pure: no I/O, no Ansible imports; the clock is passed in.
 """
 from __future__ import annotations
 
 import calendar
 import dataclasses
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.lanekit.serving.plugins.module_utils._redact import REDACTED, key_like, secret_value
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._types import (
+    BENCH_TYPES,
+    PROBE_TYPES,
+    BadRecord,
+    is_int,
+    is_number,
+    record_problems,
+    shown,
+    typed_part,
+)
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _plandiff as plandiff
 
 LEDGER_VERSION = 1
@@ -28,7 +47,7 @@ EVENTS = ("deploy", "teardown", "bench", "watch")
 # The deploy's phases in their order (playbooks/tasks/phase.yml marks when each begins).
 PHASES = ("image", "weights", "cache", "ranks", "ready")
 # Outcomes that end a boot well; anything else is a row a person reads first.
-GOOD = ("ready", "serving", "done", "stopped", "removed", "valid", "healthy", "healed", "restarted")
+GOOD = ("ready", "serving", "done", "stopped", "removed", "valid", "healthy", "slow", "healed", "restarted")
 
 
 def iso(epoch: float) -> str:
@@ -114,18 +133,28 @@ class LedgerRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LedgerRecord:
-        """The record back from a ledger line (keys it does not know are ignored, missing ones default)."""
+    def from_dict(cls, data: Any) -> LedgerRecord:
+        """The record back from a ledger line (keys it does not know are ignored, missing or null ones default).
+
+        Raises :class:`BadRecord` when a field is not of its type (an epoch "yesterday", a ``ttft_s``
+        that is text, a list where a mapping belongs): the reader skips that line, never fails on it.
+        """
+        problems = record_problems(data)
+        if problems:
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            raise BadRecord("; ".join(problems[:3]) + more)
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in data.items() if k in known and v is not None}
         for key in ("event", "outcome", "lane", "time"):
-            values[key] = str(values.get(key) or "")
+            values[key] = values.get(key) or ""
         values["epoch"] = float(values.get("epoch") or epoch_of(values["time"]) or 0.0)
         cause = values.get("cause")
-        values["cause"] = Cause(**{k: v for k, v in cause.items() if k in _fields(Cause)}) \
+        values["cause"] = Cause(**{k: v for k, v in cause.items() if k in _fields(Cause) and v is not None}) \
             if isinstance(cause, Mapping) else None
-        values["ranks"] = [RankBoot(**{k: v for k, v in r.items() if k in _fields(RankBoot)})
-                           for r in values.get("ranks") or [] if isinstance(r, Mapping) and "rank" in r]
+        values["ranks"] = [RankBoot(**{k: v for k, v in r.items() if k in _fields(RankBoot) and v is not None})
+                           for r in values.get("ranks") or []]
+        # A ledger written before key-like values were redacted is shown redacted all the same.
+        values["changes"] = [redact_change(line) for line in values.get("changes") or []]
         return cls(**values)
 
 
@@ -134,6 +163,25 @@ def _fields(kind: type) -> set[str]:
 
 
 # --- what changed since the previous record's plan ------------------------------------------------
+
+
+# '<ranks ...> argv --flag: <old> -> <new>' and '<rank n> env NAME: <old> -> <new>', as the plan diff words them.
+_VALUE_LINE = re.compile(r"^(?P<head>(?:ranks? [^:]*? )?(?:argv|env) (?P<name>[^\s:]+)): (?P<change>.*)$", re.S)
+# What the plan diff writes for an absent value and for a flag without one: they reveal nothing.
+_NO_VALUE = ("unset", "(no value)")
+
+
+def redact_change(line: str) -> str:
+    """A plan diff line with the values of a key-like flag or variable (``_redact.key_like``), or a token-shaped
+    value, hidden: it still says that the value came, went or changed, never what it was or became."""
+    match = _VALUE_LINE.match(line)
+    if not match or not (key_like(match["name"]) or secret_value(match["change"])):
+        return line
+    change = match["change"]
+    old = next((v for v in _NO_VALUE if change.startswith(v + " -> ")), REDACTED)
+    new = next((v for v in _NO_VALUE if change.endswith(" -> " + v)), REDACTED)
+    both = " (changed)" if old == new == REDACTED else ""
+    return f"{match['head']}: {old} -> {new}{both}"
 
 
 def changes_since(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -168,7 +216,7 @@ def changes_since(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> tupl
         else:
             for line in plandiff.rank_changes(old_ranks[rank], new_ranks[rank]):
                 add(line.split(": ", 1)[0])
-    lines = plandiff.plan_changes(dict(old), dict(new), "the previous record")[1:]
+    lines = [redact_change(line) for line in plandiff.plan_changes(dict(old), dict(new), "the previous record")[1:]]
     if not keys:
         keys.append("docker options")
     return keys, lines
@@ -218,30 +266,36 @@ def rank_boots(ranks: Sequence[Mapping[str, Any]], culprits: Sequence[int] = (),
     each rank's start is placed on that clock.
     """
     out = []
-    for status in ranks:
-        if not isinstance(status, Mapping) or "rank" not in status:
+    # What the nodes returned: a field of the wrong type is left out, a rank without a whole number is no rank.
+    for status in ranks if isinstance(ranks, (list, tuple)) else []:
+        if not isinstance(status, Mapping) or not is_int(status.get("rank")):
             continue
-        started = status.get("started_age_s")
+        started = status.get("started_age_s") if is_number(status.get("started_age_s")) else None
+        ages = status.get("phases_age_s")
         milestones: dict[str, float] = {}
-        if isinstance(started, (int, float)):
-            for phase, age in (status.get("phases_age_s") or {}).items():
-                if isinstance(age, (int, float)):
+        if started is not None and isinstance(ages, Mapping):
+            for phase, age in ages.items():
+                if is_number(age):
                     milestones[str(phase)] = round(max(0.0, started - age), 1)
         finished = status.get("finished_age_s")
         end = None
-        if isinstance(started, (int, float)):
-            end = round(max(0.0, started - (finished if isinstance(finished, (int, float)) else 0.0)), 1)
+        if started is not None:
+            end = round(max(0.0, started - (finished if is_number(finished) else 0.0)), 1)
         code = status.get("exit_code")
         state = str(status.get("state") or "")
         out.append(RankBoot(
-            rank=int(status["rank"]), host=str(status.get("host") or ""), state=state,
-            exit_code=code if isinstance(code, int) and state != "running" else None,
+            rank=status["rank"], host=str(status.get("host") or ""), state=state,
+            exit_code=code if is_int(code) and state != "running" else None,
             milestones=dict(sorted(milestones.items(), key=lambda kv: kv[1])), end_s=end,
-            started_before_end_s=round(float(started), 1) if isinstance(started, (int, float)) else None,
-            failed=int(status["rank"]) in culprits,
-            start_s=round(wait_end_s - started, 1) if wait_end_s is not None and isinstance(started, (int, float))
-            else None))
+            started_before_end_s=round(float(started), 1) if started is not None else None,
+            failed=status["rank"] in culprits,
+            start_s=round(wait_end_s - started, 1) if is_number(wait_end_s) and started is not None else None))
     return sorted(out, key=lambda r: r.rank)
+
+
+def _ints(value: Any) -> list[int]:
+    """The whole numbers of a list a node returned (rank numbers); anything else is no rank."""
+    return [v for v in value if is_int(v)] if isinstance(value, (list, tuple)) else []
 
 
 def cause_of(result: Mapping[str, Any] | None, failed_task: str = "") -> Cause | None:
@@ -251,10 +305,10 @@ def cause_of(result: Mapping[str, Any] | None, failed_task: str = "") -> Cause |
     signatures = [s for s in result.get("signatures") or [] if isinstance(s, Mapping)]
     if signatures:
         first = signatures[0]
-        blamed = list(result.get("culprits") or first.get("blamed") or first.get("ranks") or [])
+        blamed = _ints(result.get("culprits") or first.get("blamed") or first.get("ranks"))
         return Cause(signature=str(first.get("id") or ""), title=str(first.get("title") or ""),
                      evidence=str(first.get("evidence") or first.get("detail") or "")[:500],
-                     fix=str(first.get("fix") or ""), ranks=[int(r) for r in blamed])
+                     fix=str(first.get("fix") or ""), ranks=blamed)
     msg = str(result.get("msg") or "").strip()
     first_line = msg.splitlines()[0] if msg else ""
     where = f"{failed_task}: " if failed_task else ""
@@ -267,8 +321,26 @@ def new_record(event: str, outcome: str, plan: Mapping[str, Any], previous_plan:
     if event not in EVENTS:
         raise ValueError(f"ledger event {event!r} is not one of {', '.join(EVENTS)}")
     keys, lines = changes_since(previous_plan, plan)
-    return LedgerRecord(event=event, outcome=outcome, time=iso(now), epoch=round(now, 3), changed_keys=keys,
-                        changes=lines, **plan_parts(plan), **parts)
+    # What a node returned (the ready probe, a bench report, the watch's probe) is type-checked here, the
+    # one door into the ledger: a value of the wrong type is left out and named, so that the line reads back.
+    left_out: list[str] = []
+    for name, types in (("probe", PROBE_TYPES), ("bench", BENCH_TYPES)):
+        if name in parts:
+            parts[name], dropped = typed_part(parts[name], types, name)
+            left_out += dropped
+    if "fabric" in parts:
+        parts["fabric"], dropped = typed_part(parts["fabric"], {}, "fabric")
+        left_out += dropped
+    for name in ("boot_s",):
+        if parts.get(name) is not None and not is_number(parts[name]):
+            left_out.append(f"{name} is {shown(parts[name])}, not a number")
+            parts[name] = None
+    record = LedgerRecord(event=event, outcome=outcome, time=iso(now), epoch=round(now, 3), changed_keys=keys,
+                          changes=lines, **plan_parts(plan), **parts)
+    if left_out:
+        what = "left out what a node returned of the wrong type: " + "; ".join(left_out)
+        record.note = f"{record.note}; {what}" if record.note else what
+    return record
 
 
 def pick_wait_result(results: Sequence[Any]) -> Mapping[str, Any]:
@@ -305,7 +377,7 @@ def deploy_record(plan: Mapping[str, Any], previous_plan: Mapping[str, Any] | No
         # No ready wait: the run's tags left the ready phase out (--tags image,weights).
         outcome = str(wait.get("status")) if wait else "done"
     cause = cause_of(failure, failed_task) if outcome == "failed" else None
-    culprits = list(wait.get("culprits") or (cause.ranks if cause else []))
+    culprits = _ints(wait.get("culprits")) or (cause.ranks if cause else [])
     boot_s = wait.get("boot_s")
     note = ""
     if outcome == "failed" and failed_task:
@@ -314,11 +386,11 @@ def deploy_record(plan: Mapping[str, Any], previous_plan: Mapping[str, Any] | No
         note = "the lane already served this plan; no phase ran"
     begun = [t for t in (epoch_of(v) for v in (marks or {}).values()) if t is not None]
     ended = wait.get("ended_at")
-    wait_end_s = ended - min(begun) if begun and isinstance(ended, (int, float)) else None
+    wait_end_s = ended - min(begun) if begun and is_number(ended) else None
     return new_record(
         "deploy", outcome, plan, previous_plan, now, phases=phase_durations(marks or {}, now),
         ranks=rank_boots(wait.get("ranks") or [], culprits, wait_end_s), cause=cause,
-        boot_s=round(float(boot_s), 1) if isinstance(boot_s, (int, float)) else None,
+        boot_s=round(float(boot_s), 1) if is_number(boot_s) else boot_s,
         bundle=str((failure or {}).get("bundle") or ""), note=note, probe=ready_probe(wait),
         fabric=fabric_summary(fabric, str(plan.get("plan_hash") or "")))
 
@@ -335,9 +407,17 @@ def bench_summary(report: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The bench report's few figures a ledger row keeps: valid, decode and prefill tokens/s at c1, the run."""
     if not report:
         return None
-    rows = [r for r in report.get("throughput") or [] if isinstance(r, Mapping)]
-    single = sorted((r for r in rows if int(r.get("concurrency") or 0) == 1), key=lambda r: int(r.get("depth") or 0))
+    throughput = report.get("throughput")
+    rows = [r for r in throughput if isinstance(r, Mapping)] if isinstance(throughput, list) else []
+
+    def number(row: Mapping[str, Any], key: str) -> float:
+        # The raw outputs came from a node: a count that is not a number sorts as 0, and new_record leaves it out.
+        value = row.get(key)
+        return value if is_number(value) else 0
+
+    single = sorted((r for r in rows if number(r, "concurrency") == 1), key=lambda r: number(r, "depth"))
     first = single[0] if single else (rows[0] if rows else {})
+    problems = report.get("problems")
     return {"valid": bool(report.get("valid", True)), "tg_tps": first.get("tg_tps"), "pp_tps": first.get("pp_tps"),
-            "depth": first.get("depth"), "concurrency": first.get("concurrency"),
-            "ttft_ms": first.get("ttft_ms"), "problems": list(report.get("problems") or [])[:5]}
+            "depth": first.get("depth"), "concurrency": first.get("concurrency"), "ttft_ms": first.get("ttft_ms"),
+            "problems": [str(p) for p in problems[:5]] if isinstance(problems, list) else []}

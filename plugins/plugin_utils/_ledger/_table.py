@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._report import fmt_duration
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._record import LedgerRecord
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._types import is_number
 
 HEADER = ("Boot", "When", "Event", "Result", "Cause", "What changed")
 FORMATS = ("text", "md", "json")
@@ -29,18 +30,19 @@ _RANK_PREFIX = re.compile(r"^ranks? [\d, -]+ ")
 
 def result_cell(record: LedgerRecord) -> str:
     """'ready in 4m12s', 'failed (r3)', 'healthy, first token 0.21 s', 'valid, 24.8 tok/s'."""
+    # Figures are shown only when they are numbers: a record built in memory is not type-checked as a read one is.
     text = record.outcome
-    if record.boot_s is not None and record.outcome in ("ready", "healed"):
+    if is_number(record.boot_s) and record.outcome in ("ready", "healed"):
         text += f" in {fmt_duration(record.boot_s)}"
     if record.cause and record.cause.ranks:
         text += " (" + ",".join(f"r{r}" for r in record.cause.ranks) + ")"
-    probe = record.probe or {}
-    if probe.get("ttft_s") is not None:
+    probe = record.probe if isinstance(record.probe, dict) else {}
+    if is_number(probe.get("ttft_s")):
         text += f", first token {probe['ttft_s']:.2f} s"
-    if probe.get("tps") is not None:
+    if is_number(probe.get("tps")):
         text += f", {probe['tps']:.1f} tok/s"
-    bench = record.bench or {}
-    if bench.get("tg_tps") is not None:
+    bench = record.bench if isinstance(record.bench, dict) else {}
+    if is_number(bench.get("tg_tps")):
         text += f", {bench['tg_tps']} tok/s decode"
     return text
 

@@ -10,6 +10,13 @@ restarts in 6 hours, each one after a back-off that doubles); a cause a restart 
 KV budget, a missing kernel: a known signature whose fix is a change of the lane) is reported and
 not restarted; a spent budget is reported once and the lane is left for a person.
 
+The floors tell a healthy lane from a slow one, never a slow one from a wedged one: any client
+can load a lane (the API key does not guard its throughput) until first tokens and rates miss
+them, and a restart would not make a saturated lane faster. A lane is wedged only when it makes no
+progress: no probe got a token that kept coming within its deadline, and the engine's generated-
+token counter (when the probes read it) did not advance. A lane that misses the floors while
+making progress is ``slow``: reported once, never restarted.
+
 Pure: no I/O, no Ansible imports; the clock is passed in.
 """
 from __future__ import annotations
@@ -19,8 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
+
+# The counter rule's parser: in module_utils, where the head's probe runs it; the watch's readers find it here too.
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._metrics import (
+    engine_generated_tokens as engine_generated_tokens,
+)
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import RankLog
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._record import LedgerRecord
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._types import is_number
 
 # Signatures whose fix is a change of the lane, the image or the node: a restart boots into the same wall.
 RESTART_CANNOT_FIX = frozenset({
@@ -30,10 +43,17 @@ RESTART_CANNOT_FIX = frozenset({
     "trtllm_fmha_unsupported_arch", "flashinfer_sparse_mla_refused", "fusedmoe_g1_scale_c",
     "python_headers_missing", "inductor_cpp_compile_failed", "router_bad_argument",
 })
-# The watch's outcomes: healthy and healed end well (exit 0); the others fail the run (exit 2).
-OUTCOMES = ("healthy", "probe-failed", "restarted", "healed", "restart-failed", "not-restartable", "backing-off",
-            "gave-up")
-WELL = ("healthy", "healed")
+# The watch's outcomes: healthy, slow (serves, under the floors) and healed end well (exit 0); the others fail
+# the run (exit 2).
+OUTCOMES = ("healthy", "slow", "probe-failed", "restarted", "healed", "restart-failed", "not-restartable",
+            "backing-off", "gave-up")
+WELL = ("healthy", "slow", "healed")
+# Reports a timer repeats: each is recorded once, until the lane's next different record.
+REPEATED = ("slow", "gave-up", "backing-off", "not-restartable")
+# A stream that stopped ends after a whole deadline without a token (the probe's read timeout is its
+# deadline); one still flowing when the deadline came ends one token gap after its last token. The
+# margin is for the last token's time when it is derived from the rounded rate.
+STALL_FRACTION = 0.9
 
 
 @dataclass(frozen=True)
@@ -102,7 +122,8 @@ def floors(records: Sequence[LedgerRecord], ttft_factor: float = 10.0, ttft_min_
     """
     sources = []
     if ttft_max_s is None:
-        ready = [r for r in records if r.event in ("deploy", "watch") and (r.probe or {}).get("ttft_s") is not None
+        # Numbers only: a record written before the ledger checked types may hold anything.
+        ready = [r for r in records if r.event in ("deploy", "watch") and is_number((r.probe or {}).get("ttft_s"))
                  and r.outcome in ("ready", "healed")]
         if ready:
             ttft = float(ready[-1].probe["ttft_s"])  # type: ignore[index]
@@ -114,8 +135,8 @@ def floors(records: Sequence[LedgerRecord], ttft_factor: float = 10.0, ttft_min_
     else:
         sources.append("first token floor given")
     if tps_min is None:
-        benches = [r for r in records if r.event == "bench" and (r.bench or {}).get("tg_tps")
-                   and (r.bench or {}).get("valid", True)]
+        benches = [r for r in records if r.event == "bench" and is_number((r.bench or {}).get("tg_tps"))
+                   and (r.bench or {}).get("tg_tps") and (r.bench or {}).get("valid", True)]
         if benches:
             rate = float(benches[-1].bench["tg_tps"])  # type: ignore[index]
             tps_min = round(rate * tps_fraction, 3)
@@ -126,16 +147,97 @@ def floors(records: Sequence[LedgerRecord], ttft_factor: float = 10.0, ttft_min_
 
 
 def judge(probe: Mapping[str, Any], floor: Floors) -> tuple[bool, str]:
-    """(healthy, why not) of one streamed probe (``ok``, ``ttft_s``, ``tps``, ``error``)."""
+    """(healthy, why not) of one streamed probe (``ok``, ``ttft_s``, ``tps``, ``error``) against the floors.
+
+    Not healthy is not wedged: :func:`verdict` tells a slow lane from one that makes no progress.
+    """
     if not probe.get("ok"):
         return False, str(probe.get("error") or "the streamed completion did not finish")
     ttft = probe.get("ttft_s")
-    if ttft is None or float(ttft) > floor.ttft_max_s:
+    if not is_number(ttft) or ttft > floor.ttft_max_s:
         return False, f"first token after {ttft} s, the floor is {floor.ttft_max_s:g} s ({floor.source})"
     tps = probe.get("tps")
-    if floor.tps_min is not None and tps is not None and float(tps) < floor.tps_min:
+    if floor.tps_min is not None and is_number(tps) and tps < floor.tps_min:
         return False, f"{float(tps):.2f} tokens/s, the floor is {floor.tps_min:g} ({floor.source})"
     return True, ""
+
+
+def _silence_s(probe: Mapping[str, Any]) -> float | None:
+    """Seconds from the probe's last token to its end (None: its figures do not say); the last token's time is
+    the probe's ``last_token_s`` when it returns one, else derived from its first token and rate."""
+    total, ttft, tokens, tps = (probe.get(k) for k in ("total_s", "ttft_s", "tokens", "tps"))
+    last = probe.get("last_token_s")
+    if not is_number(last):
+        if not is_number(ttft):
+            return None
+        # The probe times its first token and its rate after it: the last token came (tokens - 1) / rate later.
+        last = ttft + ((tokens - 1) / tps if is_number(tokens) and tokens > 1 and is_number(tps) and tps > 0 else 0.0)
+    return total - last if is_number(total) else None
+
+
+def stream_progress(probe: Mapping[str, Any]) -> str:
+    """What one probe's stream shows of progress, in words; '' when it shows none.
+
+    Tokens that came, however late the first and however slow the rate, are progress: a loaded
+    lane streams slowly. No token within the deadline is none, and so is a stream whose tokens
+    stopped: after its last token a whole deadline passed without one (a wedge mid-stream).
+    """
+    tokens = probe.get("tokens")
+    if not is_number(tokens) or tokens <= 0:
+        return ""
+    ttft = probe.get("ttft_s")
+    first = f", the first after {ttft:g} s" if is_number(ttft) else ""
+    if probe.get("ok"):
+        return f"{tokens:g} tokens streamed{first}"
+    silence, deadline = _silence_s(probe), probe.get("deadline_s")
+    if silence is not None and is_number(deadline) and silence >= STALL_FRACTION * deadline:
+        return ""
+    return f"{tokens:g} tokens streamed{first}, still coming at the deadline"
+
+
+def _count(value: Any) -> float:
+    return float(value) if is_number(value) and value > 0 else 0.0
+
+
+def engine_progress(probes: Sequence[Mapping[str, Any]]) -> str:
+    """The engine's progress over the probes from its counter (``engine_tokens_before`` / ``_after`` of each
+    probe), in words; '' when the counter was not read or did not advance beyond the probes' own tokens.
+
+    A probe's own tokens are the most it may have cost the engine: its ``max_tokens`` when it says, else
+    the tokens it counted. The probe counts stream chunks, and a chunk can carry several tokens
+    (speculative decoding), so a stream that stopped must not pass for another client's progress.
+    """
+    readings = [p.get(k) for p in probes for k in ("engine_tokens_before", "engine_tokens_after")]
+    numbers = [float(v) for v in readings if is_number(v)]
+    # A counter that went down was reset by an engine restart: only the rises count.
+    advance = sum(max(0.0, b - a) for a, b in zip(numbers, numbers[1:], strict=False))
+    own = sum(max(_count(p.get("tokens")), _count(p.get("max_tokens"))) for p in probes)
+    if len(numbers) < 2 or advance <= own:
+        return ""
+    return f"the engine generated {advance - own:g} tokens for other requests during the probes"
+
+
+@dataclass
+class Verdict:
+    """The run's probes together: ``healthy`` (one passed the floors), ``slow`` (none did, but the lane made
+    progress: ``progress`` says which), or ``wedged`` (no progress at all). ``reason``: why not healthy."""
+
+    state: str
+    reason: str = ""
+    progress: str = ""
+
+
+def verdict(probes: Sequence[Mapping[str, Any]], floor: Floors) -> Verdict:
+    """Healthy when a probe passes the floors; else slow when any probe streamed tokens that kept coming or the
+    engine's counter advanced; else wedged: only a lane that makes no progress is ever restarted."""
+    reason = ""
+    for probe in probes:
+        healthy, why = judge(probe, floor)
+        if healthy:
+            return Verdict("healthy")
+        reason = why
+    progress = "; ".join(p for p in (*(stream_progress(p) for p in probes), engine_progress(probes)) if p)
+    return Verdict("slow" if progress else "wedged", reason, progress)
 
 
 @dataclass
@@ -152,11 +254,16 @@ def unfixable(signatures: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return [s for s in signatures if s.get("id") in RESTART_CANNOT_FIX]
 
 
-def decide(healthy: bool, signatures: Sequence[Mapping[str, Any]], state: BudgetState) -> Decision:
-    """After the probes: healthy; restart; or report (a cause a restart cannot fix, a back-off, a spent budget)."""
+def decide(healthy: bool, signatures: Sequence[Mapping[str, Any]], state: BudgetState,
+           progress: str = "") -> Decision:
+    """After the probes: healthy; slow (``progress``: the lane makes progress under the floors, never restarted);
+    restart; or report (a cause a restart cannot fix, a back-off, a spent budget)."""
     if healthy:
         return Decision("healthy")
     ids = [str(s.get("id")) for s in signatures]
+    if progress:
+        return Decision("slow", reason=f"it makes progress ({progress}): a restart would not make a loaded lane "
+                                       "faster", signatures=ids)
     blocked = unfixable(signatures)
     if blocked:
         first = blocked[0]
@@ -171,12 +278,12 @@ def decide(healthy: bool, signatures: Sequence[Mapping[str, Any]], state: Budget
 def worth_recording(records: Sequence[LedgerRecord], outcome: str) -> bool:
     """Whether this outcome goes into the ledger: a timer repeats a verdict, the ledger keeps it once.
 
-    A healthy probe is not recorded; a give-up or a back-off is recorded when the watch's
-    previous record said something else (a restart, a heal, a deploy since resets it).
+    A healthy probe is not recorded; a slow lane, a give-up or a back-off is recorded when the
+    watch's previous record said something else (a restart, a heal, a deploy since resets it).
     """
     if outcome == "healthy":
         return False
-    if outcome not in ("gave-up", "backing-off", "not-restartable"):
+    if outcome not in REPEATED:
         return True
     last = records[-1] if records else None
     return last is None or last.event != "watch" or last.outcome != outcome

@@ -119,3 +119,36 @@ def test_a_deploys_append_redraws_the_history_of_the_whole_ledger(tmp_path):
     assert str(history) in third["pngs"]
     # The chart linked from status after a deploy: every deploy of the ledger, not only the one just made.
     assert json.loads(png_text(history.read_bytes())["lanekit-chart"]) == ["1 ready", "2 failed", "3 ready"]
+
+
+def test_a_poisoned_ledger_still_renders_with_a_warning_per_bad_line(tmp_path):
+    # Issue 38, item 8: a head that returned a non-numeric ttft_s (or a hand edit) must not stop every render.
+    good = _plan(tmp_path)
+    ready = {"status": "ready", "boot_s": 120.0, "api": {"ttft_s": 0.4}, "ranks": []}
+    run({"mode": "append", "event": "deploy", "plan": good, "results": [ready]})
+    path = tmp_path / "ledger.jsonl"
+    first = json.loads(path.read_text())
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(dict(first, boot=2, probe={"ttft_s": "fast"})) + "\n")
+        handle.write(json.dumps(dict(first, boot=3, epoch="yesterday", ranks={"0": "r"})) + "\n")
+    # A node returning text for ttft_s now is left out before it is recorded.
+    poisoned = run({"mode": "append", "event": "deploy", "plan": good,
+                    "results": [dict(ready, api={"ttft_s": "fast"})]})
+    assert poisoned["record"]["probe"]["ttft_s"] is None and poisoned["record"]["boot"] == 4
+    shown = run({"mode": "show", "plan": good, "ledger_file": str(tmp_path / "ledger.txt")})
+    assert not shown.get("failed"), shown.get("msg")
+    assert [r["boot"] for r in shown["records"]] == [1, 4] and shown["skipped"] == 2
+    assert [w.split(" was left out")[0] for w in shown["ledger_warnings"]] == [f"{path} line 2", f"{path} line 3"]
+    assert "epoch is 'yesterday' (text), not a number" in shown["ledger_warnings"][1]
+    assert " first token 0.40 s " in (tmp_path / "ledger.txt").read_text()
+
+
+def test_a_ledger_file_that_is_a_directory_is_refused_in_one_sentence(tmp_path):
+    good = _plan(tmp_path)
+    run({"mode": "append", "event": "deploy", "plan": good, "results": [{"status": "ready", "ranks": []}]})
+    refused = run({"mode": "show", "plan": good, "ledger_format": "md", "ledger_file": str(tmp_path)})
+    assert refused["failed"]
+    assert refused["msg"] == (f"ledger_file {tmp_path} is a directory; give the path of a file, "
+                              f"e.g. {tmp_path}/ledger.md.")
+    written = run({"mode": "show", "plan": good, "ledger_file": str(tmp_path / "out" / "ledger.txt")})
+    assert not written.get("failed") and oct((tmp_path / "out" / "ledger.txt").stat().st_mode & 0o777) == "0o600"

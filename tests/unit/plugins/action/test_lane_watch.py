@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.action import lane_watch
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import stream_probe
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _store as store
 from tests.unit.helpers.lane_fakes import action_module
+from tests.unit.helpers.procfs import start_recorder, stop_recorder
 from tests.unit.helpers.streamserver import start_server, stop_server
 
 KV = ("2026-10-30T06:00:01.000000000Z ValueError: To serve at least one request with the model's max seq len "
@@ -22,13 +24,25 @@ def api():
     stop_server(srv)
 
 
-def run(args):
-    return action_module(lane_watch.ActionModule, args).run(task_vars={})
+def head_node(module_name, module_args, task_vars):
+    """The head's rank_status running the watch's probe (its node side, the port check, is test_rank_status's)."""
+    assert module_name == "lanekit.serving.rank_status" and module_args["containers"] == []
+    spec = module_args["watch_probe"]
+    return {"changed": False, "watch_probe": stream_probe(spec["url"], spec["model"], spec["deadline_s"],
+                                                          spec["max_tokens"], module_args.get("api_key"))}
+
+
+def run(args, delegate_to="head", node=head_node):
+    # The playbook delegates the probing steps to the lane's head (plan.api.host).
+    action = action_module(lane_watch.ActionModule, args)
+    action._task.delegate_to = delegate_to
+    action._execute_module = node
+    return action.run(task_vars={"inventory_hostname": "spark-01"})
 
 
 def watcher(api, tmp_path):
     plan = {"lane": "l", "engine": "vllm", "plan_hash": "a" * 64, "ranks": [], "reports_dir": str(tmp_path),
-            "api": {"address": "127.0.0.1", "port": api.server_address[1], "served_model_name": "m"}}
+            "api": {"host": "head", "address": "127.0.0.1", "port": api.server_address[1], "served_model_name": "m"}}
     fast = {"plan": plan, "api_key": "k", "probes": 2, "gap_s": 0.0, "deadline_s": 0.5}
 
     def probe(mode, **extra):
@@ -106,3 +120,33 @@ def test_the_floors_come_from_the_ledger_and_a_slow_first_token_is_a_stall(api, 
     slow = probe("stream", ttft_max_s=0.0)
     assert not slow["healthy"] and slow["reason"].startswith("first token after ")
     assert slow["floors"]["source"] == "first token floor given"
+
+
+def test_the_watch_probes_from_the_lanes_head_not_from_the_controller(tmp_path):
+    # Issue 38, item 6: the key goes to the head over the Ansible connection, and from there to the head's own
+    # API address; the controller itself opens no connection to the API.
+    lane_api = start_recorder()
+    try:
+        plan = {"lane": "l", "engine": "vllm", "plan_hash": "a" * 64, "reports_dir": str(tmp_path),
+                "api": {"host": "head", "address": "127.0.0.1", "port": lane_api.server_address[1],
+                        "served_model_name": "m"},
+                "ranks": [{"host": "head", "node_rank": 0, "role": "head", "container_name": "c0", "serves_api": True}]}
+        calls = []
+
+        def head(module_name, module_args, task_vars):
+            calls.append((module_name, module_args))
+            return {"watch_probe": {"url": module_args["watch_probe"]["url"], "ok": True, "ttft_s": 0.1, "tokens": 16,
+                                    "tps": 50.0, "total_s": 0.4, "deadline_s": 60.0, "error": ""}}
+
+        args = {"mode": "probe", "plan": plan, "api_key": "k", "probes": 1, "ttft_max_s": 5.0, "tps_min": 1.0}
+        result = run(args, node=head)
+        assert result["healthy"] and lane_api.seen == []
+        assert [name for name, _margs in calls] == ["lanekit.serving.rank_status"]
+        margs = calls[0][1]
+        assert margs["api_key"] == "k" and margs["watch_probe"]["container"] == "c0"
+        assert margs["watch_probe"]["url"] == f"http://127.0.0.1:{lane_api.server_address[1]}"
+        local = run(args, delegate_to="localhost", node=head)
+        assert local["failed"] and "from the lane's head head" in local["msg"]
+        assert len(calls) == 1 and lane_api.seen == []
+    finally:
+        stop_recorder(lane_api)

@@ -20,6 +20,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._secrets import (
 from ansible_collections.lanekit.serving.plugins.modules import lane_probe as lane_probe_module
 from ansible_collections.lanekit.serving.plugins.modules.lane_probe import LaneProbe
 from tests.unit.helpers.docker import FakeEngine, FakeModule
+from tests.unit.helpers.procfs import FakeProc, start_recorder, stop_recorder
 
 HASH = "c" * 64
 REF = "lanekit/thin:cccccccccccc"
@@ -185,7 +186,7 @@ def test_the_api_rung_and_other_ranks_health_are_reasons(node):
 def test_the_api_is_climbed_only_on_the_node_of_a_rank_that_answers_it(node, monkeypatch):
     climbed = []
 
-    def fake_probe(spec):
+    def fake_probe(spec, key_check=None):
         climbed.append(spec["url"])
         return {"url": spec["url"], "accepts": False, "error": "refused"}
 
@@ -197,3 +198,39 @@ def test_the_api_is_climbed_only_on_the_node_of_a_rank_that_answers_it(node, mon
         head = probe(node, ranks=[dict(RANKS[0], role=role)], api_probe=api)
         assert head["api"]["error"] == "refused" and not head["serving"]
     assert climbed == ["http://h:8000", "http://h:8000"]
+
+
+# Issue 38, item 2: the re-run probe sends the key to the head container's port only, never to /health.
+@pytest.fixture
+def api():
+    srv = start_recorder()
+    yield srv
+    stop_recorder(srv)
+
+
+@pytest.mark.parametrize("squatter", [True, False])
+def test_the_key_goes_only_to_the_port_the_head_container_holds(node, api, tmp_path, monkeypatch, squatter):
+    proc = FakeProc(tmp_path / "proc")
+    monkeypatch.setattr("ansible_collections.lanekit.serving.plugins.module_utils._boot._portowner.PROC", proc.root)
+    port = api.server_address[1]
+    inspect = proc.rank_container(inode=0 if squatter else 9001)
+    proc.listen(port, 9001, "127.0.0.1")
+    if squatter:
+        proc.process(4242, ppid=1, comm="nc", uid=1001, sockets=(9001,))
+    image_id = node.images[REF]["Id"]
+    head = container("lanekit-demo-r0", image_id)
+    head["Id"] = inspect["Id"]
+    head["State"]["Pid"] = inspect["State"]["Pid"]
+    node.containers["lanekit-demo-r0"] = head
+    ranks = [{"container_name": "lanekit-demo-r0", "spec_hash": "s" * 64, "node_rank": 0, "role": "head"},
+             dict(RANKS[0], health_port=port)]
+    api_probe = {"url": f"http://127.0.0.1:{port}", "model": "m", "chat": True, "chat_timeout": 5}
+    result = probe(node, ranks=ranks, api_probe=api_probe, api_key="sk-rerun-key")
+    keys = [auth for _method, _path, auth in api.seen if auth]
+    assert [auth for _method, path, auth in api.seen if path == "/health"] == [None, None]  # head's and worker's
+    if squatter:
+        assert keys == [] and not result["serving"]
+        assert f"port {port} on this node is held by process 4242 (nc, uid 1001)" in result["api"]["error"]
+        assert any("not by the rank container lanekit-demo-r0" in reason for reason in result["pending"])
+    else:
+        assert keys == ["Bearer sk-rerun-key"] * 2 and result["serving"], result["pending"]

@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.modules import rank_status as rs
+from tests.unit.helpers.procfs import FakeProc, start_recorder, stop_recorder
 
 
 class FakeModule:
@@ -160,3 +161,86 @@ def test_a_container_names_its_own_secrets_so_an_archive_without_arguments_redac
     result = rs.status(docker, dict(PARAMS, containers=["r0"], bundle_dir=str(tmp_path / "b")))
     text = json.dumps(result) + "".join(open(p, encoding="utf-8").read() for p in result["bundle_files"])
     assert token not in text and "sk-own-key-1" not in text and "PATH=/bin" in text
+
+
+# Issue 38, items 2 and 6: the key goes to the head container's port only, never to a health URL, and the
+# watch's streamed probe runs here, on the node, under the same check.
+PROC_ROOT = "ansible_collections.lanekit.serving.plugins.module_utils._boot._portowner.PROC"
+
+
+@pytest.fixture
+def api():
+    srv = start_recorder()
+    yield srv
+    stop_recorder(srv)
+
+
+def _head_on(proc, api, squatter):
+    """The head container r0 on a node whose API port (the recorder's) its engine, or a local user, holds."""
+    inspect = proc.rank_container(inode=0 if squatter else 9001)
+    proc.listen(api.server_address[1], 9001, "0.0.0.0")
+    if squatter:
+        proc.process(4242, ppid=1, comm="nc", uid=1001, sockets=(9001,))
+    head = _container("r0", 0)
+    head.update(Id=inspect["Id"], State=dict(head["State"], Pid=inspect["State"]["Pid"]))
+    head["Config"]["Labels"]["io.lanekit.role"] = "head"
+    return _docker_in_memory({"r0": head}, {"r0": ("", "")})[0]
+
+
+def test_health_probes_never_carry_the_lane_key(api):
+    docker, _module = _docker_in_memory({}, {})
+    url = f"http://127.0.0.1:{api.server_address[1]}/health"
+    result = rs.status(docker, dict(PARAMS, api_key="sk-rank-key", health_probes=[{"name": "r1", "url": url}]))
+    assert result["health"]["r1"]["status"] == 200
+    assert api.seen == [("GET", "/health", None)]
+
+
+@pytest.mark.parametrize("squatter", [True, False])
+def test_the_api_probe_sends_the_key_only_to_the_head_containers_port(api, tmp_path, monkeypatch, squatter):
+    proc = FakeProc(tmp_path / "proc")
+    monkeypatch.setattr(PROC_ROOT, proc.root)
+    docker = _head_on(proc, api, squatter)
+    port = api.server_address[1]
+    probe = {"url": f"http://127.0.0.1:{port}", "model": "m", "chat": True, "timeout": 2, "chat_timeout": 5}
+    result = rs.status(docker, dict(PARAMS, containers=["r0"], api_key="sk-rank-key", api_probe=probe))
+    keys = [auth for _method, _path, auth in api.seen if auth]
+    if squatter:
+        assert keys == [] and not result["api"]["model_listed"]
+        assert result["api"]["error"].startswith(f"port {port} on this node is held by process 4242 (nc, uid 1001), "
+                                                 "not by the rank container r0: the lane's API key was not sent to it.")
+    else:
+        assert result["api"]["chat_ok"] and keys == ["Bearer sk-rank-key"] * 2
+    assert "sk-rank-key" not in json.dumps(result)
+
+
+@pytest.mark.parametrize("squatter", [True, False])
+def test_the_watch_probe_streams_from_the_node_to_the_head_container(api, tmp_path, monkeypatch, squatter):
+    proc = FakeProc(tmp_path / "proc")
+    monkeypatch.setattr(PROC_ROOT, proc.root)
+    docker = _head_on(proc, api, squatter)
+    watch = {"url": f"http://127.0.0.1:{api.server_address[1]}", "model": "m", "deadline_s": 5.0, "max_tokens": 4,
+             "container": "r0"}
+    result = rs.status(docker, dict(PARAMS, api_key="sk-rank-key", watch_probe=watch))
+    assert result["containers"] == []  # the probe's container is inspected, not reported
+    probe = result["watch_probe"]
+    if squatter:
+        assert (probe["ok"], probe["key_withheld"]) == (False, True) and api.seen == []
+        assert "held by process 4242 (nc, uid 1001), not by the rank container r0" in probe["error"]
+    else:
+        assert probe["ok"] and probe["tokens"] == 3 and probe["ttft_s"] is not None
+        assert api.seen == [("GET", "/metrics", None), ("POST", "/v1/chat/completions", "Bearer sk-rank-key"),
+                            ("GET", "/metrics", None)]
+
+
+def test_the_watch_probe_returns_the_engines_counter_and_its_last_token(api, tmp_path, monkeypatch):
+    # Issue 38, item 5: what the watch's counter rule and its stall rule read, from the head to the controller.
+    proc = FakeProc(tmp_path / "proc")
+    monkeypatch.setattr(PROC_ROOT, proc.root)
+    docker = _head_on(proc, api, squatter=False)
+    api.metrics = 'vllm:generation_tokens_total{engine="0",model_name="m"} 5120.0\n'
+    watch = {"url": f"http://127.0.0.1:{api.server_address[1]}", "model": "m", "deadline_s": 5.0, "max_tokens": 4,
+             "container": "r0"}
+    probe = rs.status(docker, dict(PARAMS, api_key="sk-rank-key", watch_probe=watch))["watch_probe"]
+    assert (probe["engine_tokens_before"], probe["engine_tokens_after"], probe["max_tokens"]) == (5120.0, 5120.0, 4)
+    assert probe["ttft_s"] <= probe["last_token_s"] <= probe["total_s"]
+    assert [auth for method, _path, auth in api.seen if method == "GET"] == [None, None]

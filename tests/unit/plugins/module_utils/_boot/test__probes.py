@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _probes as probes
+from tests.unit.helpers.procfs import start_recorder, stop_recorder
+from tests.unit.helpers.streamserver import sglang_metrics, start_server, stop_server, vllm_metrics
 
 
 class Engine(BaseHTTPRequestHandler):
@@ -168,3 +171,146 @@ def test_real_vllm_401_body_says_the_api_wants_a_key():
     assert result["health_status"] == 200 and result["models_status"] == 401
     assert not result["model_listed"]
     assert "the API wants a key; set lanekit_api_key" in result["error"]
+
+
+# Issue 38, item 2: the key goes only to a path that wants it, and only to a port its rank holds.
+SQUATTED = ("port 8000 on this node is held by process 4242 (nc, uid 1001), not by the rank container lk-r0: "
+            "the lane's API key was not sent to it.")
+
+
+@pytest.fixture
+def recorder():
+    srv = start_recorder()
+    yield srv
+    stop_recorder(srv)
+
+
+def test_the_key_never_goes_to_health(recorder):
+    url = f"http://127.0.0.1:{recorder.server_address[1]}"
+    result = probes.probe_api({"url": url, "model": "m", "chat": True, "timeout": 2, "chat_timeout": 5,
+                               "api_key": "sk-k"})
+    assert result["chat_ok"] and result["model_listed"]
+    sent = {(method, path): auth for method, path, auth in recorder.seen}
+    assert sent[("GET", "/health")] is None
+    assert sent[("GET", "/v1/models")] == sent[("POST", "/v1/chat/completions")] == "Bearer sk-k"
+    # Whoever asks for a health path, the key stays home.
+    assert probes.http_get(f"{url}/health", timeout=2, api_key="sk-k")[0] == 200
+    assert probes.http_get(f"{url}/health/ready", timeout=2, api_key="sk-k")[0] == 200
+    assert recorder.seen[-2:] == [("GET", "/health", None), ("GET", "/health/ready", None)]
+
+
+def test_a_port_the_rank_does_not_hold_never_gets_the_key(recorder):
+    url = f"http://127.0.0.1:{recorder.server_address[1]}"
+    spec = {"url": url, "model": "m", "chat": True, "timeout": 2, "chat_timeout": 5, "api_key": "sk-k"}
+    result = probes.probe_api(spec, key_check=lambda: SQUATTED)
+    assert result["accepts"] and result["health_status"] == 200
+    assert result["error"] == SQUATTED and result["key_withheld"] is True and not result["model_listed"]
+    assert "chat_ok" not in result
+    assert [auth for _method, _path, auth in recorder.seen] == [None]  # /health only, without the key
+    # Without a key there is nothing to withhold: the ladder climbs on, unauthenticated.
+    asked = []
+    open_lane = probes.probe_api(dict(spec, api_key=None), key_check=lambda: asked.append(1) or SQUATTED)
+    assert open_lane["chat_ok"] and asked == []
+
+
+@pytest.fixture
+def stream():
+    srv = start_server()
+    yield srv
+    stop_server(srv)
+
+
+def stream_probe(server, mode, deadline=1.0):
+    server.mode = mode
+    return probes.stream_probe(f"http://127.0.0.1:{server.server_address[1]}", "m", deadline_s=deadline, api_key="k")
+
+
+def test_a_stream_that_ends_in_time_is_timed(stream):
+    result = stream_probe(stream, "stream", deadline=5.0)
+    assert result["ok"] and result["tokens"] == 5 and result["error"] == ""
+    assert 0 <= result["ttft_s"] < 1 and result["tps"] > 5
+
+
+def test_tokens_that_stop_before_the_deadline_fail_it(stream):
+    result = stream_probe(stream, "stall")
+    assert not result["ok"] and result["tokens"] == 3
+    assert result["error"] == "3 tokens, then nothing until the deadline of 1 s"
+    assert result["total_s"] < 2.5
+
+
+def test_no_first_token_and_an_error_status(stream):
+    hung = stream_probe(stream, "hang")
+    assert (hung["ok"], hung["ttft_s"], hung["error"]) == (False, None, "no first token within 1 s")
+    refused = stream_probe(stream, "refuse")
+    assert refused["error"] == "the chat completion answered HTTP 503"
+    closed = probes.stream_probe("http://127.0.0.1:9", "m", deadline_s=1.0)
+    assert closed["error"].startswith("the chat completion failed: ")
+
+
+def test_the_watch_stream_keeps_the_key_from_a_port_the_rank_does_not_hold(recorder):
+    url = f"http://127.0.0.1:{recorder.server_address[1]}"
+    held = probes.stream_probe(url, "m", deadline_s=2.0, api_key="k", key_check=lambda: SQUATTED)
+    assert (held["ok"], held["error"], held["key_withheld"]) == (False, SQUATTED, True)
+    assert recorder.seen == []  # not even the prompt went out
+    ours = probes.stream_probe(url, "m", deadline_s=2.0, api_key="k", key_check=lambda: "")
+    assert ours["ok"] and ours["tokens"] == 3
+    # The key goes to the completion only; the engine's counter is read around it, without the key.
+    assert recorder.seen == [("GET", "/metrics", None), ("POST", "/v1/chat/completions", "Bearer k"),
+                             ("GET", "/metrics", None)]
+
+
+# Issue 38, item 5: the probe reads the engine's generated-token counter around its stream, for the watch's
+# counter rule (a lane that generates for others while the probe waits in its queue is slow, not wedged).
+def test_the_watch_stream_reads_the_vllm_counter_before_and_after_without_the_key(stream):
+    stream.metrics, stream.load = vllm_metrics, 100
+    result = stream_probe(stream, "stream", deadline=5.0)
+    assert result["ok"] and result["tokens"] == 5
+    # 100 from others before the request; then the probe's own 5 tokens and another 100 from others.
+    assert (result["engine_tokens_before"], result["engine_tokens_after"]) == (100.0, 205.0)
+    assert stream.seen == [("GET", "/metrics", None), ("POST", "/v1/chat/completions", "Bearer k"),
+                           ("GET", "/metrics", None)]
+
+
+def test_the_watch_stream_reads_the_sglang_counter_while_no_token_comes(stream):
+    stream.metrics, stream.load = sglang_metrics, 700
+    result = stream_probe(stream, "hang", deadline=0.5)
+    assert (result["ok"], result["tokens"], result["error"]) == (False, 0, "no first token within 0.5 s")
+    assert (result["engine_tokens_before"], result["engine_tokens_after"]) == (700.0, 1400.0)
+
+
+def test_the_last_token_is_timed_from_the_start_of_the_request(stream):
+    done = stream_probe(stream, "stream", deadline=5.0)
+    # Five tokens 20 ms apart: the last comes about 80 ms after the first, before the stream's end.
+    assert done["ttft_s"] + 0.05 <= done["last_token_s"] <= done["total_s"]
+    stalled = stream_probe(stream, "stall")
+    assert stalled["ttft_s"] < stalled["last_token_s"] < 0.5 <= stalled["total_s"]
+    assert stream_probe(stream, "hang", deadline=0.3)["last_token_s"] is None
+
+
+def test_a_metrics_endpoint_that_is_absent_unparsable_or_too_large_is_no_reading(stream, monkeypatch):
+    absent = stream_probe(stream, "stream", deadline=5.0)
+    assert absent["ok"] and absent["error"] == ""
+    assert (absent["engine_tokens_before"], absent["engine_tokens_after"]) == (None, None)
+    stream.metrics = lambda count: "<html><body>Not Found</body></html>\n"
+    garbled = stream_probe(stream, "stream", deadline=5.0)
+    assert garbled["ok"] and (garbled["engine_tokens_before"], garbled["engine_tokens_after"]) == (None, None)
+    # A body past the bound is not read to its end (and a counter cut off in the middle would be a wrong one).
+    monkeypatch.setattr(probes, "METRICS_MAX_BYTES", 1000)
+    stream.metrics = lambda count: "# padding\n" * 200 + vllm_metrics(count)
+    large = stream_probe(stream, "stream", deadline=5.0)
+    assert large["ok"] and (large["engine_tokens_before"], large["engine_tokens_after"]) == (None, None)
+
+
+def test_a_slow_metrics_endpoint_is_no_reading_and_does_not_hold_the_probe(stream, monkeypatch):
+    monkeypatch.setattr(probes, "METRICS_TIMEOUT_S", 0.3)
+    stream.metrics, stream.metrics_delay = vllm_metrics, 2.0
+    started = time.monotonic()
+    late = stream_probe(stream, "stream", deadline=5.0)
+    assert late["ok"] and (late["engine_tokens_before"], late["engine_tokens_after"]) == (None, None)
+    assert time.monotonic() - started < 1.8
+    # An answer that trickles in, each line within the socket's timeout, is cut off at the whole read's.
+    stream.metrics_delay, stream.metrics_trickle = 0.0, 0.2
+    started = time.monotonic()
+    trickled = stream_probe(stream, "stream", deadline=5.0)
+    assert trickled["ok"] and (trickled["engine_tokens_before"], trickled["engine_tokens_after"]) == (None, None)
+    assert time.monotonic() - started < 2.0

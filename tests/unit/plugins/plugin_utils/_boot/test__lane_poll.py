@@ -75,3 +75,13 @@ def test_a_pd_lane_probes_the_router_api_and_each_pool_heads_health():
     decode = poll.LaneWorker(None, dict(batch, inventory_hostname="spark-02"), PD_PLAN, members, None, tail_lines=10)
     margs = decode.module_args()
     assert "api_probe" not in margs and margs["health_probes"] == [{"name": "pd-r1", "url": "http://127.0.0.1:8002/health"}]
+
+
+def test_the_api_probe_names_the_container_that_must_hold_the_api_port():
+    # Issue 38: the node sends the key only to a port this container holds.
+    members = poll.LaneMembers("l1", "sglang", PLAN["ranks"], ["spark-01"], "spark-01")
+    worker = poll.LaneWorker(None, {"inventory_hostname": "spark-01"}, PLAN, members, None, tail_lines=10)
+    assert worker.module_args()["api_probe"]["container"] == "lk-r0"
+    batch = {"ansible_play_batch": ["spark-01", "spark-02"], "inventory_hostname": "spark-01"}
+    router = poll.LaneWorker(None, batch, PD_PLAN, poll.lane_members(PD_PLAN, batch, "lane_wait"), None, tail_lines=10)
+    assert router.module_args()["api_probe"]["container"] == "pd-r2"

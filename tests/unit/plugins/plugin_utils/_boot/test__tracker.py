@@ -229,6 +229,14 @@ def test_sglang_ready_needs_worker_health():
     assert boot.readiness("sglang", statuses, True) == (True, "")
 
 
+def test_a_withheld_key_is_the_reason_the_lane_is_not_ready():
+    # Issue 38: the probe's own sentence (the port is someone else's), not "the model is not listed".
+    statuses = ready_vllm()
+    refusal = "port 8000 on this node is held by process 4242 (nc, uid 1001), not by the rank container r0: ..."
+    statuses[0].probes["api"].update(model_listed=False, key_withheld=True, error=refusal)
+    assert boot.readiness("vllm", statuses, True) == (False, refusal)
+
+
 def test_flapping_api_fails():
     tracker = boot.LaneTracker("l", "vllm", cfg(stability_s=60, max_flaps=2), HOSTS)
     bad = ready_vllm()

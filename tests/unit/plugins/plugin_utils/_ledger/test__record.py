@@ -8,6 +8,7 @@ import pytest
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._bootconfig import BootConfig
 from ansible_collections.lanekit.serving.plugins.plugin_utils._boot._tracker import LaneTracker
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _record as rec
+from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._types import BadRecord
 from tests.unit.helpers.plans import plan
 from tests.unit.helpers.ranklogs import fixture_lines, make_status
 
@@ -137,3 +138,93 @@ def test_a_deploy_keeps_the_fabric_result_and_says_whether_it_was_measured_for_t
     older = rec.deploy_record(spark, None, NOW, serving=True, fabric=dict(report, plan_hash="other"))
     assert older.fabric is not None and older.fabric["this_plan"] is False
     assert rec.deploy_record(spark, None, NOW, serving=True, fabric={"no": "verdict"}).fabric is None
+
+
+# --- issue 38, item 11: key-like values are never shown in the ledger's changes -----------------------------
+
+HF = "hf_" + "Q7w" * 12
+
+
+def test_key_like_values_are_redacted_in_changes_and_still_say_they_changed():
+    old = _plan()
+    new = _plan(group_overrides={"serve": {"args": {"--hf-token": HF, "--max-num-batched-tokens": 16384},
+                                           "env": {"DB_PASSWORD": "hunter2", "NCCL_DEBUG": "INFO"}}})
+    newer = _plan(group_overrides={"serve": {"args": {"--hf-token": HF + "b"}, "env": {"DB_PASSWORD": "hunter3"}}})
+    keys, came = rec.changes_since(old, new)
+    _keys, moved = rec.changes_since(new, newer)
+    text = json.dumps([came, moved])
+    assert HF not in text and "hunter" not in text
+    assert "argv --hf-token" in keys and "env DB_PASSWORD" in keys
+    assert "ranks 0-7 argv --hf-token: unset -> ********" in came
+    assert "ranks 0-7 env DB_PASSWORD: ******** -> ******** (changed)" in moved
+    # Tuning is no secret: a person sees what it became.
+    assert "ranks 0-7 argv --max-num-batched-tokens: 8192 -> 16384" in came
+    assert "ranks 0-7 env NCCL_DEBUG: INFO -> unset" in moved
+
+
+def test_a_ledger_written_before_redaction_is_read_back_redacted():
+    record = rec.new_record("deploy", "ready", _plan(), None, NOW).to_dict()
+    record["changes"] = ["rank 2 env HF_TOKEN: unset -> secret-value", "ranks 0-7 argv --api-key: k1 -> k2",
+                         f"ranks 0-7 argv --model-loader-extra-config: a -> {HF}", "rank 1 env NCCL_DEBUG: WARN -> INFO"]
+    back = rec.LedgerRecord.from_dict(json.loads(json.dumps(record)))
+    assert back.changes == ["rank 2 env HF_TOKEN: unset -> ********",
+                            "ranks 0-7 argv --api-key: ******** -> ******** (changed)",
+                            "ranks 0-7 argv --model-loader-extra-config: ******** -> ******** (changed)",
+                            "rank 1 env NCCL_DEBUG: WARN -> INFO"]
+    assert rec.LedgerRecord.from_dict(back.to_dict()) == back
+
+
+# --- issue 38, item 8: what a node returns is type-checked; a bad line is refused on reading ----------------
+
+def test_what_a_node_returns_is_type_checked_before_it_is_recorded():
+    # A head (or a node posing as one) returns text where numbers belong: the record leaves those values out and
+    # says so, and the line reads back, so no later render or watch trips on it.
+    wait = {"status": "ready", "boot_s": "fast", "ended_at": "now", "culprits": "0",
+            "api": {"url": "http://10.0.0.1:8000", "ttft_s": "fast"},
+            "ranks": [{"rank": "zero", "host": "a"}, {"rank": 1, "host": "b", "started_age_s": "x",
+                                                      "phases_age_s": ["loading"], "exit_code": "1"}]}
+    record = rec.deploy_record(_plan(), None, NOW, wait=wait, marks={"ready": rec.iso(NOW - 5)})
+    assert record.probe == {"ttft_s": None, "url": "http://10.0.0.1:8000"} and record.boot_s is None
+    assert [r.rank for r in record.ranks] == [1] and record.ranks[0].milestones == {}
+    assert "probe.ttft_s is 'fast' (text), not a number" in record.note
+    assert "boot_s is 'fast' (text), not a number" in record.note
+    back = rec.LedgerRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert back == record
+    bench = rec.bench_summary({"valid": True, "problems": "many", "throughput": [
+        {"depth": "deep", "concurrency": "one", "tg_tps": "fast"}]})
+    benched = rec.new_record("bench", "valid", _plan(), None, NOW, bench=bench)
+    assert benched.bench["tg_tps"] is None and benched.bench["problems"] == []
+    watched = rec.new_record("watch", "restarted", _plan(), None, NOW, probe={"ok": "yes", "tokens": [1], "tps": 2.5})
+    assert (watched.probe["ok"], watched.probe["tokens"], watched.probe["tps"]) == (None, None, 2.5)
+    # The engine's counter a head returned goes into the ledger as numbers, or not at all (issue 38, item 5).
+    counted = rec.new_record("watch", "slow", _plan(), None, NOW, probe={
+        "engine_tokens_before": "lots", "engine_tokens_after": 1600.0, "last_token_s": [2], "max_tokens": 16.5})
+    assert counted.probe == {"engine_tokens_before": None, "engine_tokens_after": 1600.0, "last_token_s": None,
+                             "max_tokens": None}
+    assert "probe.engine_tokens_before is 'lots' (text), not a number" in counted.note
+    assert rec.cause_of({"signatures": [{"id": "x"}], "culprits": ["r1", 2]}).ranks == [2]
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("epoch", "yesterday", "epoch is 'yesterday' (text), not a number"),
+    ("probe", {"ttft_s": "fast"}, "probe.ttft_s is 'fast' (text), not a number"),
+    ("bench", {"tg_tps": [24.8]}, "bench.tg_tps is [24.8] (a list), not a number"),
+    ("images", ["spark-01"], "images is [\"spark-01\"] (a list), not a mapping of text"),
+    ("changes", "argv --x: 1 -> 2", "changes is 'argv --x: 1 -> 2' (text), not a list of text"),
+    ("cause", ["kv"], "cause is [\"kv\"] (a list), not a mapping"),
+    ("ranks", [{"host": "a"}], "ranks[0] is {\"host\": \"a\"} (a mapping), not a rank"),
+    ("ranks", [{"rank": 0, "milestones": {"ready": "late"}}], "ranks[0].milestones is"),
+    ("boot", "7", "boot is '7' (text), not a whole number"),
+    ("boot_s", True, "boot_s is true (true/false), not a number"),
+    ("outcome", 3, "outcome is 3 (a number), not text"),
+])
+def test_a_line_whose_field_is_of_the_wrong_type_is_refused_in_a_sentence(field, value, words):
+    line = dict(rec.new_record("deploy", "ready", _plan(), None, NOW).to_dict(), **{field: value})
+    with pytest.raises(BadRecord) as err:
+        rec.LedgerRecord.from_dict(json.loads(json.dumps(line)))
+    assert words in str(err.value)
+
+
+def test_a_line_that_is_not_a_mapping_is_refused():
+    with pytest.raises(BadRecord, match=r"the line holds \[1, 2\] \(a list\), not a record"):
+        rec.LedgerRecord.from_dict([1, 2])

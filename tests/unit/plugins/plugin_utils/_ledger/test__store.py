@@ -77,3 +77,24 @@ def test_a_killed_appender_leaves_whole_lines_only(tmp_path):
 def test_an_absent_ledger_is_empty(tmp_path):
     assert store.read(str(tmp_path / "nothing")) == ([], 0)
     assert store.previous_plan(str(tmp_path)) is None
+
+
+def test_a_bad_record_is_left_out_with_a_warning_naming_the_file_and_line(tmp_path):
+    # Issue 38, item 8: one poisoned line (a head's non-numeric ttft_s, an epoch in words, a list where a
+    # mapping belongs, a line that is not JSON) must not stop every later read.
+    good = record().to_dict()
+    lines = [good, dict(good, epoch="yesterday"), "not json {", [1, 2], dict(good, probe={"ttft_s": "fast"}),
+             dict(good, images=["a"]), dict(good, outcome="failed")]
+    path = tmp_path / "ledger.jsonl"
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    records, warnings = store.load(str(tmp_path))
+    assert [r.outcome for r in records] == ["ready", "failed"]
+    assert [w.split(" was left out")[0] for w in warnings] == [f"{path} line {n}" for n in (2, 3, 4, 5, 6)]
+    assert "epoch is 'yesterday' (text), not a number" in warnings[0]
+    assert "not a line of JSON" in warnings[1] and "probe.ttft_s is 'fast' (text), not a number" in warnings[3]
+    assert all("Correct or delete that line" in w for w in warnings)
+    assert store.read(str(tmp_path)) == (records, 5)
+    # The next record is numbered after every line that holds a number, a skipped one too.
+    (tmp_path / "ledger.jsonl").write_text(json.dumps(dict(good, boot=1)) + "\n"
+                                           + json.dumps(dict(good, boot=7, epoch="yesterday")) + "\n")
+    assert store.append(str(tmp_path), record()).boot == 8

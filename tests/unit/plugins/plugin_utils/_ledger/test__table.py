@@ -62,3 +62,11 @@ def test_the_status_line_names_the_last_record_and_the_timeline():
     assert line == ("ledger reports/l/ledger.jsonl: 3 records, last #3 watch healed in 5m01s, first token 0.20 s "
                     "at 2026-11-30T02:53:20Z; timeline reports/l/timeline/boot-0002.png")
     assert table.status_line([], "x") == ""
+
+
+def test_a_record_with_figures_of_the_wrong_type_still_renders():
+    # Issue 38, item 8: a record built in memory is not type-checked as a read one is; the table shows only numbers.
+    odd = rec.LedgerRecord(event="watch", outcome="healed", lane="l", time="2026-11-30T00:00:00Z", epoch=1.0,
+                           boot_s="soon", probe={"ttft_s": "fast", "tps": [1]}, bench={"tg_tps": "many"})
+    assert table.result_cell(odd) == "healed"
+    assert table.render([odd], "text")[1].split()[3:5] == ["watch", "healed"]

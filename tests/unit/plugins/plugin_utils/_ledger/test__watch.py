@@ -112,3 +112,102 @@ def test_signatures_are_read_from_the_nodes_rank_logs():
              {"containers": [{"name": "c1", "exists": False, "rank": 1}]}, {"unreachable": True}]
     found = watch.signatures_of(nodes, "vllm")
     assert [(s["id"], s["ranks"]) for s in found] == [("kv_budget_refused", [0])]
+
+
+# --- issue 38, item 5: a slow lane that makes progress is never restarted -----------------------------------
+
+FLOOR = watch.Floors(ttft_max_s=5.0, tps_min=2.5, source="s")
+NOTHING = {"ok": False, "ttft_s": None, "tokens": 0, "tps": None, "total_s": 60.0, "deadline_s": 60.0,
+           "error": "no first token within 60 s"}
+
+
+@pytest.mark.parametrize("probe, words", [
+    # The reproduction: a 6.2 s first token while tokens flowed.
+    ({"ok": True, "ttft_s": 6.2, "tokens": 16, "tps": 9.0, "total_s": 7.9, "deadline_s": 60.0, "error": ""},
+     "16 tokens streamed, the first after 6.2 s"),
+    # A rate under a tenth of the bench's.
+    ({"ok": True, "ttft_s": 0.4, "tokens": 16, "tps": 0.9, "total_s": 17.1, "deadline_s": 60.0, "error": ""},
+     "16 tokens streamed, the first after 0.4 s"),
+    # So slow that the deadline came while tokens still came (the last one 1.5 s before it).
+    ({"ok": False, "ttft_s": 41.0, "tokens": 5, "tps": 0.23, "total_s": 60.9, "deadline_s": 60.0,
+      "error": "5 tokens, then nothing until the deadline of 60 s"}, "5 tokens streamed, the first after 41 s, "
+                                                                   "still coming at the deadline"),
+])
+def test_a_loaded_lane_whose_stream_still_produces_tokens_is_slow_not_wedged(probe, words):
+    found = watch.verdict([NOTHING, probe], FLOOR)
+    assert (found.state, found.progress) == ("slow", words)
+    assert found.reason
+    allowed = watch.budget_state([], T0, BUDGET)
+    decision = watch.decide(False, [], allowed, found.progress)
+    assert (decision.outcome, decision.restart) == ("slow", False)
+    assert decision.reason.startswith(f"it makes progress ({words})")
+
+
+def test_no_token_within_the_deadline_or_tokens_that_stopped_is_a_wedge():
+    stalled = {"ok": False, "ttft_s": 0.1, "tokens": 3, "tps": 100.0, "total_s": 60.2, "deadline_s": 60.0,
+               "error": "3 tokens, then nothing until the deadline of 60 s"}
+    refused = {"ok": False, "ttft_s": None, "tokens": 0, "tps": None, "total_s": 0.01, "deadline_s": 60.0,
+               "error": "the chat completion answered HTTP 503"}
+    for probes in ([NOTHING, NOTHING], [stalled, NOTHING], [refused]):
+        found = watch.verdict(probes, FLOOR)
+        assert (found.state, found.progress) == ("wedged", ""), probes
+        assert watch.decide(False, [], watch.budget_state([], T0, BUDGET), found.progress).restart
+    assert watch.verdict([NOTHING, {"ok": True, "ttft_s": 0.3, "tokens": 16, "tps": 20.0}], FLOOR).state == "healthy"
+
+
+def test_the_engine_counter_advancing_while_the_probe_waits_in_its_queue_is_progress():
+    # A saturated lane may queue the probe past its deadline: the engine's generated-token counter, read
+    # before and after each probe, still shows it working for its other clients.
+    working = [dict(NOTHING, engine_tokens_before=1000.0, engine_tokens_after=4000.0),
+               dict(NOTHING, engine_tokens_before=4500.0, engine_tokens_after=9000.0)]
+    found = watch.verdict(working, FLOOR)
+    assert (found.state, found.progress) == ("slow", "the engine generated 8000 tokens for other requests during "
+                                                       "the probes")
+    idle = [dict(NOTHING, engine_tokens_before=1000.0, engine_tokens_after=1000.0),
+            dict(NOTHING, engine_tokens_before=1000.0, engine_tokens_after=1000.0)]
+    assert watch.verdict(idle, FLOOR).state == "wedged"
+    # A counter that went down (an engine restarted by someone) is not progress by itself.
+    assert watch.verdict([dict(NOTHING, engine_tokens_before=500.0, engine_tokens_after=20.0)], FLOOR).state == "wedged"
+    assert watch.verdict([dict(NOTHING, engine_tokens_before="many", engine_tokens_after=[1])], FLOOR).state == "wedged"
+
+
+def test_the_counter_must_rise_by_more_than_the_probes_could_have_generated_themselves():
+    # A stream that stopped after 3 chunks may have cost the engine up to its max_tokens (a chunk can carry
+    # several tokens: speculative decoding): its own tokens are no other client's progress.
+    stalled = {"ok": False, "ttft_s": 0.1, "last_token_s": 0.2, "tokens": 3, "tps": 20.0, "total_s": 60.2,
+               "deadline_s": 60.0, "max_tokens": 16, "error": "3 tokens, then nothing until the deadline of 60 s",
+               "engine_tokens_before": 1000.0, "engine_tokens_after": 1012.0}
+    assert watch.verdict([stalled], FLOOR).state == "wedged"
+    busy = watch.verdict([dict(stalled, engine_tokens_after=1500.0)], FLOOR)
+    assert (busy.state, busy.progress) == ("slow", "the engine generated 484 tokens for other requests during the "
+                                                   "probes")
+
+
+def test_the_engines_generated_token_counter_is_read_from_its_metrics():
+    vllm = ("# HELP vllm:generation_tokens_total Number of generation tokens processed.\n"
+            "# TYPE vllm:generation_tokens_total counter\n"
+            'vllm:generation_tokens_total{engine="0",model_name="m"} 1234.0\n'
+            'vllm:generation_tokens_total{engine="1",model_name="m"} 66.0\n'
+            'vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9\n'
+            'vllm:prompt_tokens_total{engine="0",model_name="m"} 99999.0\n')
+    assert watch.engine_generated_tokens(vllm) == 1300.0
+    assert watch.engine_generated_tokens('sglang:generation_tokens_total{model_name="m"} 42\n') == 42.0
+    assert watch.engine_generated_tokens("up 1\n") is None and watch.engine_generated_tokens("") is None
+
+
+def test_a_slow_lane_is_reported_once_per_streak():
+    slow = rec.new_record("watch", "slow", PLAN, None, T0)
+    assert watch.worth_recording([], "slow") and not watch.worth_recording([slow], "slow")
+    assert "slow" in watch.WELL and "slow" in watch.OUTCOMES
+
+
+def test_figures_of_the_wrong_type_in_a_record_or_a_probe_are_no_floor_and_no_crash():
+    # Issue 38, item 8: a ready probe whose ttft_s is text sets no floor (the record is kept as built in memory).
+    poisoned = rec.LedgerRecord(event="deploy", outcome="ready", lane="l", time="", epoch=T0, boot=1,
+                                probe={"ttft_s": "fast"})
+    bench = rec.LedgerRecord(event="bench", outcome="valid", lane="l", time="", epoch=T0, boot=2,
+                             bench={"valid": True, "tg_tps": "many"})
+    floor = watch.floors([poisoned, bench])
+    assert (floor.ttft_max_s, floor.tps_min) == (30.0, None)
+    assert watch.judge({"ok": True, "ttft_s": "fast", "tps": "many"}, FLOOR)[0] is False
+    assert watch.verdict([{"ok": True, "ttft_s": "fast", "tokens": "16"}], FLOOR).state == "wedged"
