@@ -112,7 +112,8 @@ class ActionModule(LanekitAction):
         doc = report.build(tool_result, prov, problems)
         doc["gate"] = {"before": record.get("before"), "after": after}
         report_json = os.path.join(run_dir, "report.json")
-        atomic_write(report_json, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        # Private as the run's other files (bench_run made the run directory 0700).
+        atomic_write(report_json, json.dumps(doc, indent=2, sort_keys=True) + "\n", mode=0o600)
 
         others, notes = [], []
         for ref in args["compare_with"]:
@@ -129,7 +130,11 @@ class ActionModule(LanekitAction):
                     docs.append(json.load(fh))
             md += "\n## Compared\n\n" + cmp.render_markdown(cmp.compare(docs))
         md += "".join(f"\nNote: {n}\n" for n in notes + ([chart_error] if chart_error else []))
-        atomic_write(os.path.join(run_dir, "report.md"), md)
+        atomic_write(os.path.join(run_dir, "report.md"), md, mode=0o600)
+        for made in (os.path.join(run_dir, "report.png"), os.path.join(run_dir, ".mpl")):
+            # The chart script writes with its umask; a link is never chmod-ed through.
+            if os.path.exists(made) and not os.path.islink(made):
+                os.chmod(made, 0o700 if os.path.isdir(made) else 0o600)
 
         for line in md.splitlines():
             if line.startswith("|") or line.startswith("Verdict") or line.startswith("- "):

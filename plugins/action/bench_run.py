@@ -36,6 +36,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._bench import _api
 from ansible_collections.lanekit.serving.plugins.module_utils._bench import _host as bhost
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
+from ansible_collections.lanekit.serving.plugins.module_utils._redact import REDACTED
 from ansible_collections.lanekit.serving.plugins.module_utils._workdir import private_dir
 from ansible_collections.lanekit.serving.plugins.plugin_utils import _become_files as becomefiles
 from ansible_collections.lanekit.serving.plugins.plugin_utils._action import LanekitAction
@@ -76,6 +77,57 @@ def sha256_file(path: str) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _private_open(path: str, flags: int) -> int:
+    """``open``'s opener for a new file that is 0600 from its first byte, whatever the umask."""
+    return os.open(path, flags, 0o600)
+
+
+def private_run_dir(paths: list[str]) -> None:
+    """Make each directory 0700, also one made earlier with the umask (the role fetched into inputs/ already)."""
+    for path in paths:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)
+
+
+def redact_bytes(data: bytes, secrets: list[str]) -> bytes:
+    """``data`` with every known secret value (the API key) replaced, whatever the file's format."""
+    for value in secrets:
+        data = data.replace(value.encode("utf-8"), REDACTED.encode("ascii"))
+    return data
+
+
+def seal_run_dir(run_dir: str, secrets: list[str]) -> None:
+    """After a run: every directory of ``run_dir`` 0700, every file 0600 and without a known secret value.
+
+    The tools write what they like (a config echo with the key, request headers) with the umask's modes;
+    links they made are left alone (lstat), so no chmod or rewrite lands outside the run directory."""
+    os.chmod(run_dir, 0o700)
+    for root, dirs, files in os.walk(run_dir):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700)
+        for name in files:
+            path = os.path.join(root, name)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            os.chmod(path, 0o600)
+            if secrets and _holds_secret(path, secrets):
+                tmp = f"{path}.redacting"
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)  # a leftover of a killed run (or a link a tool made): never written through
+                with open(path, "rb") as src, open(tmp, "xb", opener=_private_open) as dst:
+                    for line in src:  # a line at a time: raw outputs can be large
+                        dst.write(redact_bytes(line, secrets))
+                os.replace(tmp, path)
+
+
+def _holds_secret(path: str, secrets: list[str]) -> bool:
+    wanted = [v.encode("utf-8") for v in secrets]
+    with open(path, "rb") as handle:
+        return any(any(v in line for v in wanted) for line in handle)
 
 
 def mark_unreachable(containers: list[dict], unreachable: list[str], plan: dict) -> list[dict]:
@@ -138,15 +190,17 @@ class ActionModule(LanekitAction):
         run_dir = args["run_dir"]
         raw = os.path.join(run_dir, "raw")
         inputs = os.path.join(run_dir, "inputs")
-        for path in (raw, inputs):
-            os.makedirs(path, mode=0o755, exist_ok=True)
+        # The run's outputs may hold what the tools echoed (the key, request headers): private from the start.
+        private_run_dir([run_dir, raw, inputs])
+        secrets = [str(args["api_key"])] if args.get("api_key") else []
         text = corpus.corpus_text(corpus.corpus_words_needed(settings["depths"], settings["pp"],
                                                              settings["concurrency"]), settings["seed"])
         corpus_path = os.path.join(inputs, corpus.CORPUS_NAME)
-        atomic_write(corpus_path, text)
+        atomic_write(corpus_path, text, mode=0o600)
         tokenizer_copy = os.path.join(inputs, "tokenizer.json")
         if os.path.abspath(args["tokenizer"]) != os.path.abspath(tokenizer_copy):
             shutil.copyfile(args["tokenizer"], tokenizer_copy)
+            os.chmod(tokenizer_copy, 0o600)
 
         url = bset.book_url()
         corpus_cache_name = hashlib.md5(url.encode(), usedforsecurity=False).hexdigest() + ".txt"
@@ -178,7 +232,9 @@ class ActionModule(LanekitAction):
                   "tools": tools}
         if remote:
             record["bench_host"] = args["bench_host"]
-        atomic_write(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2, sort_keys=True) + "\n")
+        atomic_write(os.path.join(run_dir, "run.json"), json.dumps(record, indent=2, sort_keys=True) + "\n",
+                     mode=0o600)
+        seal_run_dir(run_dir, secrets)
         result.update(changed=True, run_dir=run_dir, tool=summary, started=started, ended=ended, api_url=base_url,
                       msg=f"bench {lane}: tools finished ({summary.get('status') or 'no result'}) in {run_dir}")
         return result
@@ -244,8 +300,10 @@ class ActionModule(LanekitAction):
                 target = os.path.normpath(os.path.join(raw, rel))
                 if not target.startswith(raw + os.sep):
                     continue  # a name that leaves raw/ is never written
-                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-                atomic_write(target, base64.b64decode(data))
+                os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
+                # Redacted before it touches the controller's disk, and private from the first byte.
+                secrets = [str(args["api_key"])] if args.get("api_key") else []
+                atomic_write(target, redact_bytes(base64.b64decode(data), secrets), mode=0o600)
             return argv, rc, error, started, ended, dict(collected.get("tools") or {})
         finally:
             self._execute_module(module_name="lanekit.serving.bench_exec",
@@ -259,7 +317,7 @@ class ActionModule(LanekitAction):
         mirrors = {os.path.basename(paths[k]): paths[k] for k in ("events", "progress_path", "log")}
         offsets = dict.fromkeys(mirrors, 0)
         for path in mirrors.values():
-            atomic_write(path, b"")
+            atomic_write(path, b"", mode=0o600)
         last = ""
         while True:
             if time.monotonic() > deadline:
@@ -286,7 +344,8 @@ class ActionModule(LanekitAction):
         progress = api.Progress(lane, bset.scenario_count(settings) * settings["runs"])
         deadline = time.monotonic() + settings["run_timeout_s"]
         last = ""
-        with open(paths["log"], "wb") as log, open(paths["events"], "wb") as events:
+        with open(paths["log"], "wb", opener=_private_open) as log, \
+                open(paths["events"], "wb", opener=_private_open) as events:
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=events,  # noqa: S603 - argv list
                                     stdin=subprocess.DEVNULL, start_new_session=True)
             while proc.poll() is None:

@@ -150,7 +150,8 @@ class ActionModule(LanekitAction):
                                                    "pairs", "transport", "transport_used", "floor")},
                "results": results}
         path = prepared.get("report_file") or report_path(args)
-        os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
+        # reports/<lane>/ is the operator's (plan.json there names the secrets' names): 0700 like every writer's
+        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
         atomic_write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
         lines = _verdict.lines(verdict)
         if verdict["blocking"]:

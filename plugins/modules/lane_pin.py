@@ -53,9 +53,27 @@ options:
     default: main
   hf_token:
     description:
-      - A Hub token for a gated or private repository. Without it, huggingface_hub uses the controller's own
-        (E(HF_TOKEN), or the one C(hf auth login) saved).
+      - A Hub token for a gated or private repository. Prefer O(hf_token_file) or O(use_host_token), because a
+        token given on the command line (C(-e pin_hf_token=...)) shows in C(ps) and the shell history; the task
+        warns when it was.
+      - Without O(hf_token), O(hf_token_file) or O(use_host_token) no token is sent at all, not even the
+        controller's own saved one.
+      - A token goes only to the endpoint the lane names (C(model.source.endpoint)), over https or to this
+        machine's loopback; without an endpoint, not while E(HF_ENDPOINT) names another host than the public
+        Hub (the weights staging path's check).
     type: str
+  hf_token_file:
+    description:
+      - A file holding the Hub token on one line, readable by its owner only (mode 0600; a file others can read
+        is refused). Used when O(hf_token) is not given.
+    type: path
+  use_host_token:
+    description:
+      - Send the controller's own saved token (E(HF_TOKEN), or the one C(hf auth login) saved) when neither
+        O(hf_token) nor O(hf_token_file) is given. Off by default, so a lane file naming a mirror never
+        receives it unasked; the endpoint checks of O(hf_token) apply to it as well.
+    type: bool
+    default: false
   resolver:
     description: The tool that reads the registry; V(auto) takes docker, else skopeo.
     type: str

@@ -7,8 +7,9 @@ connection's own file transfer (``_transfer_file``, ``fetch_file``) runs as the 
 can neither write into root's directories nor read the root-owned 0600 files lanekit's modules
 write. These helpers go through modules instead, which run as the become user, the way
 ``ansible.builtin.copy`` and ``ansible.builtin.fetch`` do: a put lands in the login user's
-temporary directory and a module moves it into place; a fetch reads through ``slurp``. With a
-root login (or no become) they behave the same.
+temporary directory and a module moves it into place; a fetch reads through ``file_chunk``, one
+bounded chunk per call (``slurp`` would return a whole log in one result). With a root login (or
+no become) they behave the same.
 """
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ from ansible.module_utils.common.text.converters import to_text
 # Where a node keeps a failure bundle while the controller reads it: root's, private (0700; the
 # same root as the image work directories), never the login user's home.
 REMOTE_BUNDLE_ROOT = "/var/tmp/lanekit/bundles"
+# Bytes of a node's file per module call: a rank's log (up to serve.logs' max_size x max_files) or an
+# archive reaches the controller a chunk at a time, so neither end ever holds it whole in memory.
+FETCH_CHUNK_BYTES = 4 * 2**20
 
 
 def _module(action: Any, name: str, args: Mapping[str, Any], task_vars: Mapping[str, Any], what: str) -> dict:
@@ -33,9 +37,10 @@ def _module(action: Any, name: str, args: Mapping[str, Any], task_vars: Mapping[
 
 
 def fetch(action: Any, task_vars: Mapping[str, Any], remote: str, local: str) -> None:
-    """Copy the node's ``remote`` to the controller's ``local``, read as the become user."""
-    out = _module(action, "ansible.builtin.slurp", {"src": remote}, task_vars, f"reading {remote}")
-    data = base64.b64decode(out.get("content") or "")
+    """Copy the node's ``remote`` to the controller's ``local``, read as the become user, chunk by chunk.
+
+    The copy stops at the size the file had at the first read: a file still being written (or appended
+    to forever) cannot keep it going. ``remote`` must be a regular file (a link or a device is refused)."""
     tmp = f"{local}.partial"
     try:
         os.unlink(tmp)  # a leftover of a killed copy (or a planted link): never written through
@@ -43,9 +48,29 @@ def fetch(action: Any, task_vars: Mapping[str, Any], remote: str, local: str) ->
         pass
     # 0600 from the first byte: a node's logs and inspect may carry secrets the redaction missed.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, local)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            offset, size = 0, None
+            while size is None or offset < size:
+                want = FETCH_CHUNK_BYTES if size is None else min(FETCH_CHUNK_BYTES, size - offset)
+                out = _module(action, "lanekit.serving.file_chunk", {"path": remote, "offset": offset, "size": want},
+                              task_vars, f"reading {remote}")
+                data = base64.b64decode(out.get("content") or "")
+                if len(data) > want:
+                    raise AnsibleError(f"reading {remote}: the node returned {len(data)} bytes for a chunk of {want}.")
+                if size is None:
+                    size = int(out.get("file_size") or 0)
+                handle.write(data)
+                offset += len(data)
+                if not data:
+                    break  # the file shrank meanwhile: what was there is copied
+        os.replace(tmp, local)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def _own_tmp(action: Any) -> tuple[str, Any]:

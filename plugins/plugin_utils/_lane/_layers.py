@@ -171,8 +171,9 @@ def _at(data: Any, path: tuple) -> Any:
     return data
 
 
-def _with_canonical_args(layer: dict, source: str) -> dict:
-    """The layer with its engine flag mappings in canonical spelling (the layer itself is not changed)."""
+def _with_canonical_args(layer: dict, source: str, spelled: dict[tuple, str]) -> dict:
+    """The layer with its engine flag mappings in canonical spelling (the layer itself is not changed);
+    ``spelled`` gets each canonical flag's spelling as this layer wrote it, for the messages."""
     out = layer
     for path in ENGINE_ARGS_PATHS:
         args = _at(layer, path)
@@ -181,6 +182,9 @@ def _with_canonical_args(layer: dict, source: str) -> dict:
         if out is layer:
             out = copy.deepcopy(layer)
         _at(out, path[:-1])[path[-1]] = _canonical_args(args, source, path)
+        for flag in args:
+            if isinstance(flag, str) and canonical_flag(flag) != flag:
+                spelled[path + (canonical_flag(flag),)] = flag
     return out
 
 
@@ -190,8 +194,9 @@ class Layers:
     def __init__(self, lane_file: str, data: dict, overrides: list[tuple[str, dict]] | None = None) -> None:
         raw = [(lane_file, data)] + [(name, layer) for name, layer in (overrides or []) if layer]
         # Every layer's engine flags in one spelling before they merge: the provenance below, the lints
-        # and the plan hash then see one key per flag.
-        self.layers = [(name, _with_canonical_args(layer, name) if isinstance(layer, dict) else layer)
+        # and the plan hash then see one key per flag. How a layer spelled a flag is kept for messages.
+        self.spelled: dict[tuple, str] = {}
+        self.layers = [(name, _with_canonical_args(layer, name, self.spelled) if isinstance(layer, dict) else layer)
                        for name, layer in raw]
         merged: dict = {}
         for _name, layer in self.layers:
@@ -202,6 +207,10 @@ class Layers:
                 if isinstance(earlier, dict) and isinstance(later, dict):
                     _at(merged, path[:-1])[path[-1]] = _merge_args(earlier, later)
         self.merged = merged
+
+    def written(self, path: tuple) -> tuple:
+        """``path`` with its last part as the user spelled it (an engine flag put in canonical spelling)."""
+        return path[:-1] + (self.spelled.get(path, path[-1]),) if path else path
 
     def set_to_null_by(self, path: tuple) -> str | None:
         """The last layer that sets ``path`` to null explicitly, if the merged value is null."""

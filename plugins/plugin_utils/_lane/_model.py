@@ -40,6 +40,11 @@ class TopologySection(TypedDict):
     data_parallel_rank_step: NotRequired[int | None]
 
 
+class LogsSection(TypedDict, total=False):
+    max_size: str  # docker's max-size (100m)
+    max_files: int  # docker's max-file
+
+
 class ServeSection(TypedDict):
     port: int
     rendezvous_port: int
@@ -47,6 +52,7 @@ class ServeSection(TypedDict):
     env: dict[str, Any]
     docker_args: list[str]
     entrypoint: NotRequired[list[str] | None]
+    logs: NotRequired[LogsSection | None]  # each rank's docker log rotation
 
 
 class BootSection(TypedDict):

@@ -54,7 +54,7 @@ def resolve_revision(model: HubModel, ref: str, fetch: Callable[[str, str], obje
         kind = type(exc).__name__
         first = (str(exc).strip().splitlines() or [""])[0]
         hint = {"RepositoryNotFoundError": "check model.id (and the token for a private repository)",
-                "GatedRepoError": "accept the model's terms on the Hub and pass a token (-e pin_hf_token=...)",
+                "GatedRepoError": "accept the model's terms on the Hub and pass a token (-e pin_hf_token_file=PATH)",
                 "RevisionNotFoundError": "check -e pin_revision (a branch, tag or commit of the repository)"}.get(
                     kind, "check the controller's network (and model.source.endpoint for a mirror), then re-run")
         raise LanekitError(f"could not read revision {ref!r} of {model.repo} from the Hub for {lane_file}: "

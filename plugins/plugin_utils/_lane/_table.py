@@ -21,11 +21,17 @@ REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
 # A served model name travels in HTTP requests and argv: no whitespace or control characters.
 SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$")
 IMAGE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # a directory under images/
+# docker's --log-opt max-size: a whole number of bytes, or of k, m or g (json-file and local drivers).
+SIZE_RE = re.compile(r"^[1-9][0-9]{0,8}[kmg]?$")
+# Each rank's docker log is rotated at this size, keeping this many files: a chatty engine cannot fill the
+# node's disk, and what lanekit copies from it (status, archives, bundles) has a ceiling of their product.
+LOG_MAX_SIZE = "100m"
+LOG_MAX_FILES = 3
 ENGINES = tuple(_engines.ENGINES)
 
 
 # A tiny declarative schema: (kind, required, extra, default, minimum, doc). Kinds: str, int, num,
-# bool, list, map, enum, args, env, revision, strlist, port, image, name, bench. ``extra`` is an
+# bool, list, map, enum, args, env, revision, strlist, port, image, name, bench, size. ``extra`` is an
 # enum's choices or a mapping's own fields; ``doc`` is the key's one line in docs/lane-schema.md.
 def _f(kind: str, required: bool = False, extra: Any = None, default: Any = None, minimum: int | None = None,
        doc: str = "") -> dict[str, Any]:
@@ -94,6 +100,12 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "args": _f("args", doc="engine flags: true renders a bare flag, null or false removes it, a mapping is JSON"),
         "env": _f("env", doc="the ranks' environment (null removes a variable)"),
         "docker_args": _f("strlist", doc="extra docker run arguments"),
+        "logs": _f("map", False, {
+            "max_size": _f("size", False, None, LOG_MAX_SIZE,
+                           doc="a rank's docker log is rotated at this size (docker's max-size: 100m, 1g)"),
+            "max_files": _f("int", False, None, LOG_MAX_FILES, minimum=1,
+                            doc="how many rotated log files docker keeps per rank (docker's max-file)"),
+        }, doc="each rank's docker log rotation (json-file driver; default 3 files of 100m)"),
     }, doc="how the engine is started"),
     "memory": _f("map", False, {
         "weights_per_rank_gib": _f("num", True, doc="weights each rank holds"),
@@ -140,6 +152,7 @@ TYPE_WORDS: dict[str, str] = {
     "list": "a list", "strlist": "a list of strings", "map": "a mapping", "args": "a mapping of flag to value",
     "env": "a mapping of variable name to value", "revision": "a 40-character hex commit id",
     "port": "a port number from 1 to 65535",
+    "size": "a size such as 100m: a whole number of bytes, or of k, m or g",
     "image": "the name of a directory under images/ (lower-case letters, digits, '.', '_', '-')",
     "name": ("a one-line name without spaces or control characters, starting with a letter or digit (letters, "
              "digits and . _ : / @ + -); it travels in argv, HTTP requests and logs"),

@@ -26,6 +26,7 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._table impor
     REVISION_RE,
     SCHEMA,
     SERVED_NAME_RE,
+    SIZE_RE,
     TYPE_WORDS,
 )
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._values import (
@@ -39,7 +40,7 @@ _describe = describe
 
 
 def _fail(layers: Layers, path: tuple, found: object, expected: str, fix: str = "") -> LanekitError:
-    key = ".".join(str(p) for p in path)
+    key = ".".join(str(p) for p in layers.written(path))
     source = layers.source_of(path)
     msg = f"{source}: key '{key}' is {found}; expected {expected}."
     if fix:
@@ -58,6 +59,8 @@ def _check_value(layers: Layers, path: tuple, field: dict, value: Any) -> None:
         ok = isinstance(value, str) and IMAGE_NAME_RE.match(value) is not None
     elif kind == "port":
         ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+    elif kind == "size":
+        ok = isinstance(value, str) and SIZE_RE.fullmatch(value) is not None
     elif kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= (field.get("min") or 0)
         if not ok and isinstance(value, int) and not isinstance(value, bool):

@@ -146,8 +146,9 @@ def check_engine_settings(layers: Layers, lane: dict[str, Any], fail: Fail) -> N
     serve = lane["serve"]
     numeric = _numeric_rules(engine)
     ports = {"serve.port": serve["port"], "serve.rendezvous_port": serve["rendezvous_port"]}
-    for flag, value in serve["args"].items():
-        path = ("serve", "args", flag)
+    for canonical, value in serve["args"].items():
+        path = ("serve", "args", canonical)
+        flag = layers.written(path)[-1]  # as the layer spelled it (the merge made it canonical)
         owned = plan_owned_flag(engine, flag)
         if owned and value not in (None, False):
             spelled = "" if owned == flag else f" (spelled {flag})"
@@ -181,7 +182,7 @@ def check_engine_settings(layers: Layers, lane: dict[str, Any], fail: Fail) -> N
             raise fail(layers, path, describe(value), "a finite number")
         if _norm_flag(flag).endswith("-port"):
             _check_number(layers, fail, path, value, (True, 1, 65535, "a port number from 1 to 65535"))
-            ports[f"serve.args.{flag}"] = int(_number(value, True) or 0)  # checked just above
+            ports[f"serve.args.{canonical}"] = int(_number(value, True) or 0)  # checked just above
     for index, word in enumerate(serve.get("entrypoint") or []):
         if not word.strip() or CONTROL_RE.search(word):
             raise fail(layers, ("serve", "entrypoint"), f"a list whose item {index} is {word!r}",

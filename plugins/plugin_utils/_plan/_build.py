@@ -22,6 +22,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._secrets import Se
 from ansible_collections.lanekit.serving.plugins.module_utils._weights._stage_revisions import revision_path
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._flags import effective_env, timeout_value
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._model import Lane
+from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._table import LOG_MAX_FILES, LOG_MAX_SIZE
 from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._values import plan_owned_flag
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _layout as _plan_layout
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._docker import container_options, docker_run_argv
@@ -44,7 +45,12 @@ CONTAINER_PREFIX = "lanekit-"
 LABEL = "io.lanekit"
 # The rank spec keys that make its spec_hash (with plan_version and the secrets' hash).
 HASHED_KEYS = ("image", "entrypoint", "command", "env", "mounts", "network_mode", "ipc_mode", "gpus", "devices",
-               "group_add", "security_opt", "cap_add", "ulimits", "shm_size", "extra_docker_args", "container_name")
+               "group_add", "security_opt", "cap_add", "ulimits", "shm_size", "log_driver", "log_opts",
+               "extra_docker_args", "container_name")
+# Pinned rather than the daemon's default: max-size and max-file are options of json-file (and local), a
+# daemon defaulting to journald or syslog would refuse them, and the status probes read the log through
+# docker logs, which json-file always serves.
+LOG_DRIVER = "json-file"
 _IMAGE_KEYS = ("name", "ref", "content_hash", "base_ref", "base_digest", "arch", "platform", "pinned", "pin_problem",
                "spec_dir", "entrypoint", "patches", "labels", "repository", "tag")
 _PROFILE_KEYS = ("display_name", "gpu_name", "compute_capability", "device_memory_gib", "admission_free_gib",
@@ -158,6 +164,13 @@ def _rank_env(inputs: PlanInputs, record: dict[str, Any]) -> dict[str, str]:
     return _str_env(env)
 
 
+def log_opts(lane: Lane) -> dict[str, str]:
+    """docker's --log-opt entries for every rank of ``lane``: serve.logs, else the schema's defaults."""
+    logs = lane["serve"].get("logs") or {}
+    return {"max-size": str(logs.get("max_size") or LOG_MAX_SIZE),
+            "max-file": str(logs.get("max_files") or LOG_MAX_FILES)}
+
+
 def _rank_spec(inputs: PlanInputs, rank: int, record: dict[str, Any], model_path: str,
                secret_record: SecretsRecord | None) -> RankSpec:
     """One rank's container spec, its spec_hash and its labels (the plan hash label comes after)."""
@@ -189,6 +202,10 @@ def _rank_spec(inputs: PlanInputs, rank: int, record: dict[str, Any], model_path
         "cap_add": list(cluster.get("rank_cap_add") or []),
         "ulimits": list(cluster.get("rank_ulimits") or []),
         "shm_size": cluster.get("rank_shm_size") or "",
+        # Rotated on every rank: an engine's log cannot fill the node's disk, and what lanekit copies
+        # of it (status tails, teardown archives, failure bundles) is bounded by size x files.
+        "log_driver": LOG_DRIVER,
+        "log_opts": log_opts(lane),
         "extra_docker_args": list(record["lane"]["serve"].get("docker_args") or []),
         "fabric_ip": host.get("fabric_ip"),
         # A P/D pool's ranks belong to their pool's API; every other rank to the lane's.

@@ -16,8 +16,13 @@ from ansible_collections.lanekit.serving.plugins.module_utils._yaml import ascii
 
 def docker_run_argv(spec: dict[str, Any]) -> list[str]:
     """The exact ``docker run`` a person could paste to start this rank by hand."""
-    argv = ["docker", "run", "-d", "--name", spec["container_name"], "--restart", "no",
-            "--network", spec["network_mode"], "--ipc", spec["ipc_mode"]]
+    argv = ["docker", "run", "-d", "--name", spec["container_name"], "--restart", "no"]
+    # The container's own settings first (restart, log rotation), then what it reaches on the host.
+    if spec.get("log_driver"):
+        argv += ["--log-driver", spec["log_driver"]]
+    for key in sorted(spec.get("log_opts") or {}):
+        argv += ["--log-opt", f"{key}={spec['log_opts'][key]}"]
+    argv += ["--network", spec["network_mode"], "--ipc", spec["ipc_mode"]]
     if spec["gpus"]:
         argv += ["--gpus", spec["gpus"]]
     for device in spec["devices"]:
@@ -87,6 +92,10 @@ def container_options(spec: dict[str, Any]) -> dict[str, Any]:
     }
     if spec["shm_size"]:
         options["shm_size"] = spec["shm_size"]
+    if spec.get("log_driver"):
+        # docker_container applies log_options only together with log_driver.
+        options["log_driver"] = spec["log_driver"]
+        options["log_options"] = {str(k): str(v) for k, v in (spec.get("log_opts") or {}).items()}
     # AMD ranks join the video group (ROCm's device permissions). Options a rank does not use are left out,
     # so docker_container keeps docker's defaults for them.
     if spec.get("group_add"):

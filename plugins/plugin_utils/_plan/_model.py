@@ -18,8 +18,9 @@ from typing import Annotated, Any, NotRequired, TypedDict
 
 # 1: the unversioned plans up to the domain layout. 2: plan_version published and hashed, every
 # rank's pool keys and group_add/security_opt hashed on every layout, api.url, image.pin, and
-# bench/hardware_profile keys published on every lane.
-PLAN_VERSION = 2
+# bench/hardware_profile keys published on every lane. 3: every rank's docker log is rotated
+# (log_driver, log_opts: serve.logs), hashed.
+PLAN_VERSION = 3
 
 
 class Mount(TypedDict):
@@ -50,6 +51,8 @@ class RankSpec(TypedDict):
     cap_add: Annotated[list[str], "docker --cap-add entries"]
     ulimits: Annotated[list[str], "docker --ulimit entries (name=soft:hard)"]
     shm_size: Annotated[str, "docker --shm-size ('' for docker's default)"]
+    log_driver: Annotated[str, "docker --log-driver: json-file, which rotates and which docker logs reads"]
+    log_opts: Annotated[dict[str, str], "docker --log-opt entries: max-size and max-file (serve.logs)"]
     extra_docker_args: Annotated[list[str], "the lane's serve.docker_args, appended to docker run"]
     fabric_ip: Annotated[str | None, "the host's fabric address"]
     api_port: Annotated[int, "the port of the API this rank belongs to (its pool's port in a P/D lane)"]

@@ -6,11 +6,15 @@
 One job: compare two plans rank by rank and say what a rank would run differently: the engine
 flags whose value changed, came or went, the positional arguments, the environment, the host
 and the image; then the lane-level facts (image, API, weights). Not a JSON diff: a flag that moved
-in the argv without changing its value is no change, and a value is shown once, old -> new.
+in the argv without changing its value is no change, and a value is shown once, old -> new; the
+value of a key-like name (``HF_TOKEN``, ``--hf-token``) or a token-shaped value never is: only that
+it changed, came or went (``module_utils/_redact``'s one rule, as the evidence and the ledger use).
 """
 from __future__ import annotations
 
 from typing import Any
+
+from ansible_collections.lanekit.serving.plugins.module_utils._redact import shown_value
 
 # Lane-level facts a person checks, as (label, path in the plan).
 LANE_FACTS = (("image", ("image", "ref")), ("api", ("api", "url")), ("weights", ("weights", "path")),
@@ -70,16 +74,22 @@ def rank_changes(old: dict, new: dict) -> list[str]:
     old_pos, old_flags = split_argv(list(old.get("entrypoint") or []) + list(old.get("command") or []))
     new_pos, new_flags = split_argv(list(new.get("entrypoint") or []) + list(new.get("command") or []))
     if old_pos != new_pos:
-        lines.append(f"argv: {' '.join(old_pos)} -> {' '.join(new_pos)}")
+        lines.append(f"argv: {_positional(old_pos)} -> {_positional(new_pos)}")
     for flag in list(old_flags) + [f for f in new_flags if f not in old_flags]:
         before, after = old_flags.get(flag), new_flags.get(flag)
         if before != after:
-            lines.append(f"argv {flag}: {_show(before)} -> {_show(after)}")
+            lines.append(f"argv {flag}: {_show(shown_value(flag, before))} -> {_show(shown_value(flag, after))}")
     old_env, new_env = old.get("env") or {}, new.get("env") or {}
     for name in sorted(set(old_env) | set(new_env)):
-        if old_env.get(name) != new_env.get(name):
-            lines.append(f"env {name}: {_show(old_env.get(name))} -> {_show(new_env.get(name))}")
+        before, after = old_env.get(name), new_env.get(name)
+        if before != after:
+            lines.append(f"env {name}: {_show(shown_value(name, before))} -> {_show(shown_value(name, after))}")
     return lines
+
+
+def _positional(tokens: list[str]) -> str:
+    """Positional arguments as shown: a token-shaped one (``hf_...``) is replaced, whatever its place."""
+    return " ".join(str(shown_value("", token)) for token in tokens)
 
 
 def plan_changes(old: dict | None, new: dict, where: str) -> list[str]:

@@ -22,7 +22,7 @@ def write_plan_file(path: str, plan: Plan) -> bool:
     content = json.dumps(plan, indent=2, sort_keys=True) + "\n"
     where = f"plan_file {path}"
     check_output_path(path, where, "plan.json")
-    if os.path.isfile(path):
+    if os.path.isfile(path) and not os.path.islink(path):  # a link is replaced by the write below, never chmod-ed
         try:
             with open(path, encoding="utf-8") as handle:
                 if handle.read() == content:

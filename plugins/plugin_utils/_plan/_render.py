@@ -46,10 +46,18 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._inventory i
     order_hosts,
 )
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._model import Plan
-from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import find_spec_dir, reports_root
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import (
+    check_not_shared,
+    find_spec_dir,
+    reports_root,
+)
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._planfile import write_plan_file
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._secrets import lane_secrets
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._table import table
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._variables import (
+    check_inventory_hardware,
+    lane_wide_values,
+)
 
 __all__ = [
     "check_cluster", "check_hosts", "check_rank_agreement", "container_options", "device_requests", "docker_run_argv",
@@ -102,33 +110,40 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict[
     ``hosts``: the lane_nodes hosts in inventory order, each ``{"name", "vars", "layers"}`` where
     ``vars`` are its host variables and ``layers`` its [(source, override mapping)] in order (the
     group layer, its own host layer, the command line: ``_lane.inventory_layers``).
-    Cluster-wide settings are read from the first host's variables.
+    Lane-wide settings are read through ``_variables``: every host of the lane must agree on each.
     """
     if not hosts:
         raise LanekitError("the inventory group lane_nodes is empty; list the lane's GPU nodes there in rank order.")
     check_hosts(hosts)
     lane_file = read_lane_file(lanes_dir, lane_name)
+    # What the lane file and its image spec say becomes root's containers on every node: nobody else may change them.
+    check_not_shared(lane_file[0], "the lane file")
     lanes = {h["name"]: load_lane(lanes_dir, lane_name, h["layers"], lane_file) for h in hosts}
     lane = lanes[hosts[0]["name"]]
     engine = lane["_engine"]
     check_rank_agreement(hosts, lanes, engine)
-    head_vars = hosts[0]["vars"]
+    # One value per lane-wide variable, refused when the hosts disagree (a host_vars file of one host).
+    lane_wide = lane_wide_values(hosts)
+    check_inventory_hardware(lane, PROFILES, lane_wide)
     profile = PROFILES[lane["hardware"]]
     # A profile that fixes the CPU architecture (cpu_x86: amd64) is the default and refuses another.
-    arch = str(head_vars.get("lanekit_node_arch") or profile.get("arch") or "arm64")
+    arch = str(lane_wide["lanekit_node_arch"] or profile.get("arch") or "arm64")
     if profile.get("arch") and arch != profile["arch"]:
         raise LanekitError(
             f"lanekit_node_arch is {arch!r}, but lane {lane['lane']} runs on hardware {lane['hardware']} "
             f"({profile['display_name']}), whose nodes are {profile['arch']}; set lanekit_node_arch: {profile['arch']} "
             f"in the inventory's group_vars for these nodes.")
-    digests = plain(head_vars.get("lanekit_image_digests")) or {}
+    digests = lane_wide["lanekit_image_digests"] or {}
     if not isinstance(digests, dict):
         raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
+    spec_dir = os.path.join(images_dir, lane["image"])
+    check_not_shared(spec_dir, "the lane's image spec folder")
+    check_not_shared(os.path.join(spec_dir, "image.yml"), "the lane's image spec")
     image = resolve_image(load_image_spec(images_dir, lane["image"]), arch, digests)
     node_ranks = {h["name"]: plain(h["vars"]["node_rank"]) for h in hosts if h["vars"].get("node_rank") is not None}
-    access = rank_container(profile, plain(head_vars))
+    access = rank_container(profile, lane_wide)
     cluster = plain({
-        "weights_root": head_vars.get("lanekit_weights_root"),
+        "weights_root": lane_wide["lanekit_weights_root"],
         # GPU access: the hardware profile's vendor defaults, each overridden by lanekit_rank_<key>.
         "rank_gpus": access["gpus"],
         "rank_devices": access["devices"],
@@ -136,11 +151,11 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict[
         "rank_security_opt": access["security_opt"],
         # Driver files a rank needs from its host (Ascend's driver, Intel's /dev/dri/by-path): lanekit_rank_mounts.
         "rank_mounts": access["mounts"],
-        "rank_visible_devices": head_vars.get("lanekit_rank_visible_devices"),
-        "rank_cap_add": head_vars.get("lanekit_rank_cap_add", []),
-        "rank_ulimits": head_vars.get("lanekit_rank_ulimits", []),
-        "rank_shm_size": head_vars.get("lanekit_rank_shm_size", ""),
-        "head_host": head_vars.get("lanekit_head_host"),
+        "rank_visible_devices": lane_wide["lanekit_rank_visible_devices"],
+        "rank_cap_add": lane_wide["lanekit_rank_cap_add"] or [],
+        "rank_ulimits": lane_wide["lanekit_rank_ulimits"] or [],
+        "rank_shm_size": lane_wide["lanekit_rank_shm_size"] or "",
+        "head_host": lane_wide["lanekit_head_host"],
     })
     check_cluster(cluster)
     # Lint sees the GPU access the ranks get, after the inventory values were checked.
@@ -166,7 +181,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict[
     memory = _lint.kv_assessment(data, profile) or _lint.cpu_kv_assessment(data, profile)
     plan = build_plan(PlanInputs(
         lane=lane, profile=profile, image=image, hosts=host_specs, cluster=cluster, rank_lanes=lanes,
-        reports_root=reports_root, secrets=lane_secrets(lane, head_vars, engine), image_lock=image_lock(image),
+        reports_root=reports_root, secrets=lane_secrets(lane, lane_wide, engine), image_lock=image_lock(image),
         memory=None if memory is None else {k: v for k, v in memory.items() if k not in _kvbudget.ADVICE_KEYS},
         lint=findings, overrides=layer_overrides(hosts)))
     return plan, findings

@@ -3,7 +3,6 @@
 """A fake node for the lane-wide actions: answers rank_status from a script of polls."""
 from __future__ import annotations
 
-import base64
 import os
 import posixpath
 import shutil
@@ -66,9 +65,9 @@ class FakeAction:
         return os.path.join(self._connection.node_dir, "root", remote.lstrip("/"))
 
     def _execute_module(self, module_name, module_args, task_vars):
-        if module_name == "ansible.builtin.slurp":
-            with open(self.on_node(module_args["src"]), "rb") as handle:
-                return {"content": base64.b64encode(handle.read()).decode()}
+        if module_name == "lanekit.serving.file_chunk":  # become_files.fetch reads a node's file a chunk at a time
+            from ansible_collections.lanekit.serving.plugins.modules.file_chunk import read_chunk
+            return read_chunk(self.on_node(module_args["path"]), module_args["offset"], module_args["size"])
         if module_name == "ansible.builtin.file":
             assert module_args["state"] == "absent"
             self.removed.append(module_args["path"])

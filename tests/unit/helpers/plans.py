@@ -20,9 +20,10 @@ FULL_DIGESTS = {
 }
 
 
-def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None, group_overrides=None):
+def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None, group_overrides=None, per_host_vars=None):
     """The spark8 hosts with their layers as the action builds them: ``group_overrides`` for every host
-    (lane_group_overrides), ``host_overrides`` {host: layer} (lane_host_overrides), ``overrides`` (-e)."""
+    (lane_group_overrides), ``host_overrides`` {host: layer} (lane_host_overrides), ``overrides`` (-e);
+    ``per_host_vars`` {host: {variable: value}} as one host's host_vars file would set them."""
     inv = os.path.join(REPO, "inventories", "spark8")
     with open(os.path.join(inv, "hosts.yml"), encoding="utf-8") as handle:
         hosts = yaml.safe_load(handle)["all"]["children"]["lane_nodes"]["hosts"]
@@ -34,7 +35,7 @@ def spark8_hosts(extra_vars=None, overrides=None, host_overrides=None, group_ove
     group_vars.update(extra_vars or {})
     result = []
     for name, host_vars in hosts.items():
-        merged = dict(group_vars, **host_vars)
+        merged = dict(group_vars, **host_vars, **(per_host_vars or {}).get(name, {}))
         layers = [(source, layer) for source, layer in
                   inventory_layers(name, group_overrides, (host_overrides or {}).get(name)) if layer]
         if overrides is not None:

@@ -4,11 +4,11 @@
 0700 folders, and the lane's known secrets are replaced again after the copy."""
 from __future__ import annotations
 
-import base64
 import os
 import stat
 
 from ansible_collections.lanekit.serving.plugins.action import archive_fetch as af
+from ansible_collections.lanekit.serving.plugins.modules.file_chunk import read_chunk
 from tests.unit.helpers.lane_fakes import action_module
 
 KEY = "sk-lane-key-0123456789"
@@ -26,11 +26,10 @@ def node_files(tmp_path):
 
 
 def slurping(action, monkeypatch):
-    """The node's files read back as ansible.builtin.slurp would (become_files.fetch's module call)."""
+    """The node's files read back a chunk at a time, as lanekit.serving.file_chunk does (become_files.fetch)."""
     def execute(module_name, module_args, task_vars):
-        assert module_name == "ansible.builtin.slurp"
-        with open(module_args["src"], "rb") as handle:
-            return {"content": base64.b64encode(handle.read()).decode()}
+        assert module_name == "lanekit.serving.file_chunk"
+        return read_chunk(module_args["path"], module_args["offset"], module_args["size"])
     monkeypatch.setattr(action, "_execute_module", execute, raising=False)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 
 import pytest
@@ -118,3 +119,103 @@ def test_offline_run_and_report_keep_the_key_off_disk(tmp_path, api, capsys, mon
     again = restarted.run(task_vars={})
     assert again["failed"] and "Rank 0 (c0 on n1) restarted during the run" in again["msg"]
     assert json.loads((run_dir / "report.json").read_text())["valid"] is False
+
+
+# -- issue 38 (item 11): the raw outputs are private and hold no key, from the controller and from a bench_host --
+FAKE_TOOL = r'''#!{python}
+import json, os, sys
+argv = sys.argv
+def arg(flag):
+    return argv[argv.index(flag) + 1]
+key = os.environ.get("TOOL_EVAL_API_KEY", "")
+# What a careless tool does: echo its config (the key included) into its outputs and its log.
+print("config: api_key=" + key, flush=True)
+print(json.dumps({{"event": "start", "api_key": key}}), file=sys.stderr, flush=True)
+os.makedirs(os.path.join(arg("--output-dir"), "run-1"), exist_ok=True)
+with open(os.path.join(arg("--output-dir"), "run-1", "request.json"), "w") as fh:
+    json.dump({{"headers": {{"Authorization": "Bearer " + key}}}}, fh)
+with open(arg("--json-file"), "w") as fh:
+    json.dump({{"config": {{"api_key": key}}, "results": []}}, fh)
+'''
+
+
+def _key_tool_venv(tmp_path) -> str:
+    venv = _tools_venv(tmp_path)
+    tool = os.path.join(venv, "bin", "tool-eval-bench")
+    with open(tool, "w", encoding="utf-8") as handle:
+        handle.write(FAKE_TOOL.format(python=sys.executable))
+    os.chmod(tool, 0o755)
+    return venv
+
+
+def _private_and_keyless(run_dir) -> None:
+    assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
+    seen = 0
+    for root, dirs, files in os.walk(run_dir):
+        for name in dirs:
+            assert stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o700, os.path.join(root, name)
+        for name in files:
+            path = os.path.join(root, name)
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+            assert KEY.encode() not in open(path, "rb").read(), path
+            seen += 1
+    assert seen >= 4
+
+
+def test_raw_outputs_of_a_tool_that_echoes_the_key_are_private_and_redacted(tmp_path, api):
+    old = os.umask(0o022)  # the controller's usual umask
+    try:
+        tokenizer = tmp_path / "tokenizer.json"
+        tokenizer.write_text("{}")
+        run_dir = tmp_path / "reports" / "L" / "bench" / "20260101T000000Z"
+        args = {"plan": _plan(api), "cli_settings": {"depths": [0], "concurrency": [1], "runs": 1,
+                                                     "scenarios": ["TC-01"]},
+                "run_dir": str(run_dir), "venv": _key_tool_venv(tmp_path), "tokenizer": str(tokenizer),
+                "containers": _containers(), "api_key": KEY, "poll_s": 0.05}
+        ran = action_module(brun.ActionModule, args).run(task_vars={})
+        assert not ran.get("failed"), ran.get("msg")
+        assert (run_dir / "raw" / "tool-eval-bench-runs" / "run-1" / "request.json").exists()
+        _private_and_keyless(run_dir)
+        # The report beside them is as private (its verdict does not matter here).
+        action_module(br.ActionModule, {"plan": _plan(api), "run_dir": str(run_dir), "venv": args["venv"],
+                                        "containers": _containers(), "api_key": KEY,
+                                        "manifest": str(tmp_path / "missing.json")}).run(task_vars={})
+    finally:
+        os.umask(old)
+    assert (run_dir / "report.json").exists() and (run_dir / "report.md").exists()
+    _private_and_keyless(run_dir)
+
+
+def test_raw_outputs_fetched_from_a_bench_host_are_private_and_redacted(tmp_path, monkeypatch):
+    import base64
+    tokenizer = tmp_path / "tokenizer.json"
+    tokenizer.write_text("{}")
+    run_dir = tmp_path / "reports" / "L" / "bench" / "20260101T000000Z"
+    leaked = {"tool-eval-bench.json": json.dumps({"config": {"api_key": KEY}}),
+              "tool-eval-bench.log": f"config: api_key={KEY}\n",
+              "tool-eval-bench-runs/run-1/request.json": json.dumps({"Authorization": f"Bearer {KEY}"})}
+
+    def remote(mode, module_args, bench_host):
+        return {"api": {"check": {"ok": True, "models": ["m"], "problems": []}},
+                "start": {"pid": 4242},
+                "poll": {"running": False, "rc": 0, "chunks": {}},
+                "collect": {"files": {rel: base64.b64encode(text.encode()).decode() for rel, text in leaked.items()},
+                            "tools": {}}}.get(mode, {})
+
+    action = action_module(brun.ActionModule, {
+        "plan": _plan(9), "cli_settings": {"depths": [0], "concurrency": [1], "runs": 1, "scenarios": ["TC-01"]},
+        "run_dir": str(run_dir), "venv": str(tmp_path / "no-venv"), "tokenizer": str(tokenizer),
+        "containers": _containers(), "api_key": KEY, "poll_s": 0.01, "bench_host": "bench-01",
+        "host_venv": "/opt/lanekit/bench-venv", "host_root": "/var/tmp/lanekit/bench"})
+    monkeypatch.setattr(action, "_remote", remote)
+    monkeypatch.setattr(action, "_execute_module", lambda **kwargs: {})
+    monkeypatch.setattr(brun.becomefiles, "put", lambda *a, **k: None)
+    monkeypatch.setattr(brun.gate, "check_before", lambda *a, **k: [])
+    old = os.umask(0o022)
+    try:
+        ran = action.run(task_vars={})
+    finally:
+        os.umask(old)
+    assert not ran.get("failed"), ran.get("msg")
+    assert "********" in (run_dir / "raw" / "tool-eval-bench-runs" / "run-1" / "request.json").read_text()
+    _private_and_keyless(run_dir)

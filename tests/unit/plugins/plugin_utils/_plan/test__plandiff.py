@@ -61,3 +61,23 @@ def test_a_previous_plan_that_is_not_a_plan_is_no_previous_plan(tmp_path):
     assert read_previous_plan(str(tmp_path / "absent.json")) is None
     bad.write_text(json.dumps({"ranks": []}))
     assert read_previous_plan(str(bad)) == {"ranks": []}
+
+
+def test_a_secret_looking_env_or_flag_value_is_said_to_change_but_never_shown():
+    """Issue 38 (item 11): serve.env / serve.args values under key-like names (only --api-key is refused) reach
+    the plan; the diff says they changed, came or went, and shows neither the old nor the new value."""
+    old = _plan(group_overrides={"serve": {"env": {"HF_TOKEN": "hf_oldoldoldoldoldoldoldoldoldoldold"},
+                                           "args": {"--max-num-batched-tokens": 8192}}})
+    new = _plan(group_overrides={"serve": {"env": {"HF_TOKEN": "hf_newnewnewnewnewnewnewnewnewnewnew",
+                                                   "WANDB_API_KEY": "wandb-secret-value"},
+                                           "args": {"--max-num-batched-tokens": 16384,
+                                                    "--hf-token": "hf_flagflagflagflagflagflagflagflag"}}})
+    lines = plan_changes(old, new, WHERE)
+    text = "\n".join(lines)
+    for secret in ("oldold", "newnew", "wandb-secret-value", "flagflag"):
+        assert secret not in text, text
+    assert "ranks 0-7 env HF_TOKEN: ******** -> ********" in lines
+    assert "ranks 0-7 env WANDB_API_KEY: unset -> ********" in lines
+    assert "ranks 0-7 argv --hf-token: unset -> ********" in lines
+    # tuning whose name merely contains a key-like word is still shown
+    assert "ranks 0-7 argv --max-num-batched-tokens: 8192 -> 16384" in lines

@@ -187,6 +187,51 @@ def test_container_block_is_docker_container_options():
     assert (c["network_mode"], c["ipc_mode"]) == ("host", "host")
 
 
+# -- issue 38 (item 10): every rank's docker log is rotated, in the docker run line and in the role's options.
+ROTATED = ["--log-driver", "json-file", "--log-opt", "max-file=3", "--log-opt", "max-size=100m"]
+
+
+def _has_run(argv, part):
+    return any(argv[i:i + len(part)] == part for i in range(len(argv)))
+
+
+@pytest.mark.parametrize("lane", [VLLM, SGLANG])
+def test_every_rank_s_docker_log_is_rotated_by_default(lane):
+    for rank in _plan_of(lane)["ranks"]:
+        assert _has_run(rank["docker_argv"], ROTATED), rank["docker_argv"]
+        assert rank["container"]["log_driver"] == "json-file"
+        assert rank["container"]["log_options"] == {"max-size": "100m", "max-file": "3"}
+
+
+def test_the_lane_chooses_its_log_rotation_and_a_change_recreates_the_ranks():
+    default = _plan_of(VLLM)
+    chosen = _plan_of(VLLM, overrides={"serve": {"logs": {"max_size": "20m", "max_files": 2}}})
+    for before, rank in zip(default["ranks"], chosen["ranks"], strict=True):
+        assert _has_run(rank["docker_argv"], ["--log-opt", "max-file=2", "--log-opt", "max-size=20m"])
+        assert rank["container"]["log_options"] == {"max-size": "20m", "max-file": "2"}
+        assert rank["spec_hash"] != before["spec_hash"], "a new rotation must recreate the rank"
+    with pytest.raises(LanekitError, match=r"key 'serve\.logs\.max_size' is '20 MB' \(a string\); expected a size such as 100m"):
+        plan(VLLM, overrides={"serve": {"logs": {"max_size": "20 MB"}}})
+    with pytest.raises(LanekitError, match=r"key 'serve\.logs\.max_files' is 0"):
+        plan(VLLM, overrides={"serve": {"logs": {"max_files": 0}}})
+
+
+def test_the_ranks_role_passes_every_container_option_of_the_plan():
+    """roles/ranks gives community.docker.docker_container each option of the rank's container block (the
+    log rotation included): an option the role drops would be in the plan and the docker run line only."""
+    import yaml
+    with open(os.path.join(REPO, "roles", "ranks", "tasks", "container.yml"), encoding="utf-8") as handle:
+        task = yaml.safe_load(handle)[0]["block"][0]
+    passed = task["community.docker.docker_container"]
+    keys = set()
+    for lane in (VLLM, SGLANG):
+        for rank in _plan_of(lane, extra_vars={"lanekit_api_key": "k" * 32})["ranks"]:
+            keys |= set(rank["container"])
+    assert {"log_driver", "log_options"} <= keys
+    for key in sorted(keys):
+        assert key in passed and f"item.container.{key}" in str(passed[key]), f"the ranks role drops {key}"
+
+
 @pytest.mark.parametrize("gpus, expected", [
     ("all", [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]),
     ("2", [{"driver": "nvidia", "count": 2, "capabilities": [["gpu"]]}]),
