@@ -125,3 +125,24 @@ def redact_inspect(obj: dict, names: Iterable[str] | None = None, values: Iterab
         if isinstance(holder.get(key), list):
             holder[key] = redact_argv(holder[key])
     return redact_obj(obj, values)
+
+
+def redact_shown_argv(argv: list | None) -> list:
+    """A ``docker run`` argv as it may be printed: the value of every key-like flag (``--api-key X``), of every
+    ``-e``/``--env NAME=value`` whose name is key-like, and every token-shaped value (``hf_...``) replaced."""
+    out: list = []
+    env_next = False
+    for arg in redact_argv(argv):
+        text = str(arg)
+        if env_next or text.startswith("--env="):
+            prefix = "--env=" if text.startswith("--env=") else ""
+            name, sep, value = text[len(prefix):].partition("=")
+            if sep and (key_like(name) or secret_value(value)):
+                text = f"{prefix}{name}={REDACTED}"
+            env_next = False
+        elif text in ("-e", "--env"):
+            env_next = True
+        elif secret_value(text):
+            text = _SECRET_VALUE_RE.sub(REDACTED, text)
+        out.append(text)
+    return out
