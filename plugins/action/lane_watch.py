@@ -49,6 +49,8 @@ ARGUMENT_SPEC = dict(
     tps_min=dict(type="float"),
     probe=dict(type="dict", default={}),
     nodes=dict(type="list", elements="raw", default=[]),
+    # decide: each lane host's rank_status result by host name (an unreachable host's result says so)
+    node_results=dict(type="dict", default={}),
     max_restarts=dict(type="int", default=3),
     window_s=dict(type="float", default=21600.0),
     backoff_s=dict(type="float", default=300.0),
@@ -131,9 +133,12 @@ class ActionModule(LanekitAction):
         found = [] if healthy else watch.signatures_of(args["nodes"], plan.get("engine"))
         # The probe mode says the run's progress; a probe without the key (an older caller) speaks for itself.
         progress = probe.get("progress") if "progress" in probe else watch.stream_progress(probe)
-        decision = watch.decide(healthy, found, state, progress if isinstance(progress, str) else "")
+        # The watch heals only what a deploy put there, on nodes it reaches (issue 37).
+        not_here = "" if healthy else watch.not_deployed_here(plan, args["node_results"], probe)
+        decision = watch.decide(healthy, found, state, progress if isinstance(progress, str) else "", not_here)
         record = None
-        if watch.worth_recording(records, decision.outcome):
+        # A restart is recorded once it happened (its result: healed or restart-failed), never when decided.
+        if decision.outcome != "restarted" and watch.worth_recording(records, decision.outcome):
             first = (watch.unfixable(found) or found)[:1]
             cause = rec.cause_of({"signatures": first} if first else {"msg": str(probe.get("reason") or "wedged")})
             # Only a back-off or a spent budget waits for a restart; a slow lane is not restarted at all.

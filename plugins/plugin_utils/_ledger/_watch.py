@@ -76,9 +76,27 @@ class BudgetState:
     reason: str = ""
 
 
+# What a restart that happened leaves in the ledger: its result, recorded once the ranks were stopped and
+# started again (healed, or still not serving). Ledgers written before this also hold a "restarted" line
+# recorded when the restart was decided, followed by its result: one restart, counted once.
+RESTART_RESULTS = ("healed", "restart-failed")
+
+
 def restart_times(records: Sequence[LedgerRecord]) -> list[float]:
     """The epochs of the watch's restarts in the ledger (a deploy is not counted: a person did it)."""
-    return [r.epoch for r in records if r.event == "watch" and r.outcome == "restarted"]
+    times: list[float] = []
+    decided = False
+    for r in records:
+        if r.event != "watch":
+            continue
+        if r.outcome == "restarted":
+            times.append(r.epoch)
+            decided = True
+        elif r.outcome in RESTART_RESULTS:
+            if not decided:
+                times.append(r.epoch)
+            decided = False
+    return times
 
 
 def budget_state(restarts: Sequence[float], now: float, budget: Budget) -> BudgetState:
@@ -254,13 +272,69 @@ def unfixable(signatures: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return [s for s in signatures if s.get("id") in RESTART_CANNOT_FIX]
 
 
+PLAN_HASH_LABELS = ("io.lanekit.plan-hash", "lanekit.plan-hash")
+
+
+def not_deployed_here(plan: Mapping[str, Any], nodes: Mapping[str, Any], probe: Mapping[str, Any]) -> str:
+    """Why the watch must leave this lane to a person instead of restarting it ('' when it may restart it).
+
+    The watch heals only what a deploy put there: every rank of this plan on a node it reaches, the
+    containers labelled with this plan's hash, an API that is the engine's. ``nodes`` maps each lane host
+    to its ``rank_status`` result (``unreachable`` when the host did not answer); ``probe`` is the last
+    probe (``unreachable`` when the head did not answer it). A lane never deployed, deployed with
+    another plan, on a node that does not answer, or an address where something else answers 404 is
+    not restarted: the restart would fail, or replace what is there, and its record would say it healed.
+    """
+    if probe.get("unreachable"):
+        return (f"the lane's head {(plan.get('api') or {}).get('host', '?')} did not answer the probe "
+                f"({str(probe.get('reason') or probe.get('error') or 'unreachable')[:200]}); the watch restarts a lane "
+                "only on nodes it reaches")
+    unreachable = sorted(host for host, res in nodes.items() if isinstance(res, Mapping) and res.get("unreachable"))
+    if unreachable:
+        return (f"{', '.join(unreachable)} did not answer (unreachable); the watch restarts a lane only when it "
+                "reaches every node of it")
+    said = f"{probe.get('error') or ''} {probe.get('reason') or ''}"
+    if "HTTP 404" in said:
+        return (f"the API at {probe.get('url') or (plan.get('api') or {}).get('url', '?')} answers HTTP 404: it is "
+                "not this lane's engine (a lane not deployed there, or another program, or -e watch_api_address "
+                "pointing elsewhere)")
+    missing, other, read = [], [], 0
+    for host, res in sorted(nodes.items()):
+        if not isinstance(res, Mapping) or res.get("skipped"):
+            continue
+        for entry in res.get("containers") or []:
+            if not isinstance(entry, Mapping):
+                continue
+            read += 1
+            if not entry.get("exists"):
+                missing.append(f"{entry.get('name')} on {host}")
+                continue
+            labels = ((entry.get("inspect") or {}).get("Config") or {}).get("Labels") or {}
+            runs = next((labels[k] for k in PLAN_HASH_LABELS if labels.get(k)), None)
+            if runs and runs != plan.get("plan_hash"):
+                other.append(f"{entry.get('name')} on {host} runs plan {str(runs)[:12]}")
+    if missing:
+        return (f"the lane is not deployed: {', '.join(missing[:4])}{' and more' if len(missing) > 4 else ''} does "
+                "not exist; the watch restarts only what a deploy started (ansible-playbook lanekit.serving.deploy_lane "
+                "deploys it)")
+    if other:
+        return (f"the ranks run another plan than {str(plan.get('plan_hash'))[:12]} ({', '.join(other[:3])}); the "
+                "watch restarts only the plan it was given: deploy this plan, or watch with the lane's own settings")
+    if not read:
+        return "no rank of the lane could be read on its nodes; the watch restarts only ranks it has seen"
+    return ""
+
+
 def decide(healthy: bool, signatures: Sequence[Mapping[str, Any]], state: BudgetState,
-           progress: str = "") -> Decision:
+           progress: str = "", not_here: str = "") -> Decision:
     """After the probes: healthy; slow (``progress``: the lane makes progress under the floors, never restarted);
-    restart; or report (a cause a restart cannot fix, a back-off, a spent budget)."""
+    restart; or report (a lane the watch did not deploy: ``not_here``; a cause a restart cannot fix, a back-off,
+    a spent budget)."""
     if healthy:
         return Decision("healthy")
     ids = [str(s.get("id")) for s in signatures]
+    if not_here:
+        return Decision("not-restartable", reason=not_here, signatures=ids)
     if progress:
         return Decision("slow", reason=f"it makes progress ({progress}): a restart would not make a loaded lane "
                                        "faster", signatures=ids)

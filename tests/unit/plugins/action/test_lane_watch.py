@@ -53,9 +53,17 @@ def watcher(api, tmp_path):
 
     def decide(probed, nodes=(), **budget):
         probe_arg = dict(probed["probe"], healthy=probed["healthy"], reason=probed["reason"])
-        return run({"mode": "decide", "plan": plan, "probe": probe_arg, "nodes": list(nodes), **budget})
+        return run({"mode": "decide", "plan": plan, "probe": probe_arg, "nodes": list(nodes),
+                    "node_results": budget.pop("node_results", deployed(plan)), **budget})
 
     return plan, fast, probe, decide
+
+
+def deployed(plan, hosts=("head",)):
+    """rank_status results of a lane the deploy started: every rank's container, labelled with this plan."""
+    labels = {"io.lanekit.plan-hash": plan["plan_hash"]}
+    return {host: {"containers": [{"name": f"c{i}", "exists": True, "running": True,
+                                   "inspect": {"Config": {"Labels": labels}}}]} for i, host in enumerate(hosts)}
 
 
 def outcomes(tmp_path):
@@ -75,25 +83,32 @@ def test_a_wedge_is_found_in_two_probes_restarted_once_and_healed(api, tmp_path)
     api.mode = "stream"
     healed = run(dict(fast, mode="verify", restarted_at=decided["restarted_at"]))
     assert healed["outcome"] == "healed" and healed["msg"].startswith("Lane l healed by the restart")
-    assert outcomes(tmp_path) == ["restarted", "healed"]
-    assert store.read(str(tmp_path))[0][0].probe["error"] == "no first token within 0.5 s"
+    # Recorded once the restart happened (issue 37): its result, not the decision.
+    assert outcomes(tmp_path) == ["healed"]
 
 
 def test_a_wedge_that_outlives_the_budget_is_reported_once_and_left(api, tmp_path):
-    _plan, _fast, probe, decide = watcher(api, tmp_path)
+    _plan, fast, probe, decide = watcher(api, tmp_path)
     wedged = probe("stall")
     assert not wedged["healthy"] and "3 tokens, then nothing" in wedged["reason"]
-    assert decide(wedged)["outcome"] == "restarted"
+
+    def restart():
+        decided = decide(wedged, backoff_s=0.0) if outcomes(tmp_path) else decide(wedged)
+        assert decided["outcome"] == "restarted"
+        # the restart play ran; the lane still stalls after it
+        assert run(dict(fast, mode="verify", restarted_at=decided["restarted_at"]))["outcome"] == "restart-failed"
+
+    restart()
     waiting = decide(wedged)
     assert (waiting["outcome"], waiting["restart"]) == ("backing-off", False)
     assert "back-off: restart 2 waits 300 s after restart 1" in waiting["msg"]
-    assert decide(wedged, backoff_s=0.0)["outcome"] == "restarted"
+    restart()
     spent = decide(wedged, backoff_s=0.0, max_restarts=2)
     assert (spent["outcome"], spent["restart"]) == ("gave-up", False)
     assert "the restart budget is spent (2 restarts in the last 6 h, the budget is 2)" in spent["msg"]
     again = decide(wedged, backoff_s=0.0, max_restarts=2)
     assert again["outcome"] == "gave-up" and again["record"] is None
-    assert outcomes(tmp_path) == ["restarted", "backing-off", "restarted", "gave-up"]
+    assert outcomes(tmp_path) == ["restart-failed", "backing-off", "restart-failed", "gave-up"]
 
 
 def test_a_cause_a_restart_cannot_fix_is_reported_not_restarted(api, tmp_path):
@@ -150,3 +165,36 @@ def test_the_watch_probes_from_the_lanes_head_not_from_the_controller(tmp_path):
         assert len(calls) == 1 and lane_api.seen == []
     finally:
         stop_recorder(lane_api)
+
+
+# Issue 37: the watch heals only what it deployed. Before: a lane never deployed (its API answering 404,
+# no rank container on the nodes) was "wedged ... restarting it (restart 1 of 3)", and the ledger said
+# "restarted" before anything happened.
+
+@pytest.mark.parametrize("node_results, probe_extra, words", [
+    ({"head": {"containers": [{"name": "c0", "exists": False}]}}, {}, "the lane is not deployed: c0 on head does not exist"),
+    ({"head": {"unreachable": True, "msg": "ssh: connect to host head port 22: No route to host"}}, {},
+     "head did not answer (unreachable)"),
+    ({}, {"unreachable": True, "reason": "Failed to connect to the host via ssh"}, "the lane's head head did not answer"),
+    ({"head": {"containers": [{"name": "c0", "exists": True, "running": True,
+                               "inspect": {"Config": {"Labels": {"io.lanekit.plan-hash": "b" * 64}}}}]}}, {},
+     "the ranks run another plan"),
+])
+def test_a_lane_the_watch_did_not_deploy_is_left_for_a_person_and_nothing_is_recorded_as_restarted(
+        api, tmp_path, node_results, probe_extra, words):
+    _plan, _fast, probe, decide = watcher(api, tmp_path)
+    wedged = probe("hang")
+    wedged["probe"].update(probe_extra)
+    decided = decide(wedged, node_results=node_results)
+    assert (decided["outcome"], decided["restart"]) == ("not-restartable", False), decided["msg"]
+    assert words in decided["msg"] and "Left for a person" in decided["msg"]
+    assert "restarting" not in decided["msg"]
+    assert outcomes(tmp_path) == ["not-restartable"]
+
+
+def test_an_api_answering_404_is_not_this_lanes_engine(api, tmp_path):
+    _plan, _fast, probe, decide = watcher(api, tmp_path)
+    wedged = probe("hang")
+    wedged["probe"]["error"] = "the chat completion answered HTTP 404"
+    decided = decide(wedged)
+    assert decided["outcome"] == "not-restartable" and "answers HTTP 404" in decided["msg"]

@@ -57,7 +57,10 @@ def lane(tmp_path, port=8000):
 
 
 def decide(plan, probe, **extra):
-    result = run({"mode": "decide", "plan": plan, "probe": probe, "nodes": [], **extra})
+    labels = {"io.lanekit.plan-hash": plan["plan_hash"]}
+    deployed = {"head": {"containers": [{"name": "c0", "exists": True, "running": True,
+                                         "inspect": {"Config": {"Labels": labels}}}]}}
+    result = run({"mode": "decide", "plan": plan, "probe": probe, "nodes": [], "node_results": deployed, **extra})
     assert not result.get("failed"), result.get("msg")
     return result
 
