@@ -76,8 +76,8 @@ options:
     default: []
   node_results:
     description:
-      - For V(decide), each lane host's M(lanekit.serving.rank_status) result by host name (a host that did not answer
-        gives C({unreachable: true})).
+      - "For V(decide), each lane host's M(lanekit.serving.rank_status) result by host name (a host that did not answer
+        gives a result with C(unreachable) true)."
       - The watch restarts only a lane a deploy put there, on nodes it reaches; a rank container missing, ranks on another
         plan, a host that did not answer or an API answering HTTP 404 is V(not-restartable).
     type: dict
