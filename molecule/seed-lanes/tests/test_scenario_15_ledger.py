@@ -164,16 +164,18 @@ def test_a_wedge_is_found_within_two_probes_and_healed_by_one_restart(vllm_servi
     assert proc.returncode == 0, text[-3000:]
     assert "probe 1/2 failed: no first token within 10 s" in text and "probe 2/2 failed" in text
     assert "watch outcome: healed" in text
+    assert "is wedged (" in text and "restarting it in the engine's order" in text
     new = records()[before:]
-    assert [r["outcome"] for r in new] == ["restarted", "healed"]
-    assert new[0]["probe"]["error"] == "no first token within 10 s"
+    # A restart is recorded once it happened: its result (issue 37), never the decision alone.
+    assert [r["outcome"] for r in new] == ["healed"]
     assert all(state == "running" for _id, state in lane_containers().values())
     assert run_playbook("status_lane.yml").returncode == 0
 
 
 def test_a_wedge_that_outlives_the_budget_is_reported_and_left(vllm_serving):
     before, running = len(records()), started_at()
-    restarts = [r["epoch"] for r in records() if r["event"] == "watch" and r["outcome"] == "restarted"]
+    restarts = [r["epoch"] for r in records() if r["event"] == "watch" and r["outcome"] in ("restarted", "healed",
+                                                                                             "restart-failed")]
     assert restarts, "no restart of the watch in the ledger (the test above did one)"
     # One restart in a window that reaches back to the last one: the budget is spent.
     budget = ["-e", "watch_max_restarts=1", "-e", f"watch_window_s={time.time() - restarts[-1] + 600:.0f}"]
