@@ -34,7 +34,12 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._lane._layers impo
 )
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan import _lint
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._model import Plan
-from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import find_spec_dir, reports_root
+from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import (
+    find_spec_dir,
+    pick_spec_dir,
+    reports_root,
+    user_root,
+)
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._plandiff import plan_changes
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._planfile import read_previous_plan, write_plan_file
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
@@ -87,6 +92,7 @@ class ActionModule(LanekitAction):
             raise LanekitError(f"lane {args['lane']}: no plan was made and no lint rule said why.")
         result["plan"] = plan
         result["table"] = table(plan)
+        result["sources"] = getattr(self, "_sources", {})
         result["lint"] = findings
         result["changed"] = False
         plan_file = args.get("plan_file")
@@ -127,17 +133,34 @@ class ActionModule(LanekitAction):
             hosts.append({"name": name, "vars": hostvars[name], "layers": layers})
         skip = [part for item in (args.get("lint_skip") or []) for part in str(item).split(",")]
         cwd = os.getcwd()
-        return plan_lane(
-            lanes_dir=find_spec_dir("lanes", args.get("lanes_dir"), self._var(task_vars, "lanekit_lanes_dir"), cwd,
-                                    COLLECTION_ROOT),
-            images_dir=find_spec_dir("images", args.get("images_dir"), self._var(task_vars, "lanekit_images_dir"), cwd,
-                                     COLLECTION_ROOT),
+        # Paths resolve from the user's repository found from the working directory or the inventory, never from
+        # the shell's working directory alone (a run from <repo>/inventories/ reads <repo>/lanes).
+        inventory_dirs = sorted({str(hostvars[name].get("inventory_dir") or "") for name in host_names} - {""})
+        root = user_root(cwd, inventory_dirs)
+        folders = {}
+        for name in ("lanes", "images"):
+            mine = find_spec_dir(name, args.get(f"{name}_dir"), self._var(task_vars, f"lanekit_{name}_dir"), cwd,
+                                 COLLECTION_ROOT, root)
+            ours = os.path.join(COLLECTION_ROOT, name)
+            folders[name] = [mine] if os.path.abspath(mine) == os.path.abspath(ours) else [mine, ours]
+        plan, findings = plan_lane(
+            lanes_dir=folders["lanes"],
+            images_dir=folders["images"],
             lane_name=args["lane"],
             hosts=hosts,
             lint_skip=skip,
             purpose=args["purpose"],
-            reports_root=reports_root(self._var(task_vars, "lanekit_reports_dir"), task_vars.get("playbook_dir"), cwd),
+            reports_root=reports_root(self._var(task_vars, "lanekit_reports_dir"), task_vars.get("playbook_dir"), cwd,
+                                      root),
         )
+        # Where the lane came from, said out loud (the plan header prints it).
+        lane_file = os.path.join(pick_spec_dir(folders["lanes"], f"{args['lane']}.yml"), f"{args['lane']}.yml")
+        self._sources = {
+            "lane_file": lane_file,
+            "image_spec": plan["image"]["spec_dir"] if plan else None,
+            "inventory": ", ".join(str(s) for s in task_vars.get("ansible_inventory_sources") or []) or None,
+        }
+        return plan, findings
 
     def _var(self, task_vars: dict[str, Any], name: str) -> Any:
         value = task_vars.get(name)

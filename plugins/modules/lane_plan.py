@@ -134,6 +134,17 @@ table:
   description: A readable per-rank table.
   returned: success
   type: str
+sources:
+  description:
+    - Where the plan came from, printed in the plan's header by the preflight role.
+    - C(lane_file) and C(image_spec) are the user's (a C(lanes/) or C(images/) folder in the working directory, or at or
+      above the inventory's directory) or, for a name the user's folder lacks, the collection's copy.
+  returned: success
+  type: dict
+  contains:
+    lane_file: {description: The lane file read., type: str}
+    image_spec: {description: The image spec folder read., type: str}
+    inventory: {description: The inventory sources of the run., type: str}
 lint:
   description:
     - Lint findings, C(errors), C(warnings) and C(skipped) rule ids; C(unknown_skips) lists O(lint_skip)

@@ -17,18 +17,22 @@ import stat
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 
 
-def reports_root(configured: str | None, playbook_dir: str | None, cwd: str) -> str:
-    """The controller's reports root: ``lanekit_reports_dir``, else ``reports/`` beside a checkout's playbooks.
+def reports_root(configured: str | None, playbook_dir: str | None, cwd: str, root: str | None = None) -> str:
+    """The controller's reports root: ``lanekit_reports_dir``, else ``reports/`` in the user's repository (``root``,
+    see ``user_root``), else beside a checkout's playbooks.
 
     A playbook run from an installed collection (under an ``ansible_collections/`` tree) must not
-    write into the installed collection, so its reports go to ``reports/`` in the working directory.
+    write into the installed collection, so without a repository its reports go to ``reports/`` in the
+    working directory.
     """
     if configured:
         return os.path.abspath(os.path.join(cwd, str(configured)))
+    if root:
+        return os.path.join(os.path.abspath(root), "reports")  # the repository whose lanes/ or images/ the run reads
     if playbook_dir and "ansible_collections" not in os.path.normpath(playbook_dir).split(os.sep):
         base = os.path.dirname(playbook_dir) if os.path.basename(playbook_dir) == "playbooks" else playbook_dir
         return os.path.join(os.path.abspath(base), "reports")
-    return os.path.join(os.path.abspath(cwd), "reports")
+    return os.path.join(os.path.abspath(root or cwd), "reports")
 
 
 def _user(uid: int) -> str:
@@ -84,9 +88,34 @@ def check_not_shared(path: str, what: str) -> None:
             f"lanekit runs as root on the nodes; run chmod go-w {path}, then run again.")
 
 
-def find_spec_dir(name: str, explicit: str | None, configured: str | None, cwd: str, collection_root: str) -> str:
+def user_root(cwd: str, inventory_dirs: list[str] | tuple[str, ...] = ()) -> str | None:
+    """The user's own repository a run belongs to: the working directory when it holds ``lanes/`` or ``images/``,
+    else the nearest directory at or above an inventory (three levels up at most: ``<repo>/inventories/<cluster>``)
+    that does. None when neither does (the collection's own lanes serve). A run started from a subdirectory of the
+    repository (``inventories/``) still reads the user's lanes and writes the user's ``reports/``."""
+    for start in [cwd] + [d for d in inventory_dirs if d]:
+        here = os.path.abspath(start)
+        for _level in range(1 if start == cwd else 4):
+            if any(os.path.isdir(os.path.join(here, name)) for name in ("lanes", "images")):
+                return here
+            parent = os.path.dirname(here)
+            if parent == here:
+                break
+            here = parent
+    return None
+
+
+def pick_spec_dir(dirs: list[str], relative: str) -> str:
+    """The first of ``dirs`` that holds ``relative`` (``<lane>.yml``, ``<image>/image.yml``), else the first:
+    a name the user's folder lacks falls back to the collection's copy, as recipes do."""
+    return next((d for d in dirs if os.path.isfile(os.path.join(d, relative))), dirs[0])
+
+
+def find_spec_dir(name: str, explicit: str | None, configured: str | None, cwd: str, collection_root: str,
+                  root: str | None = None) -> str:
     """Where ``lanes/`` (or ``images/``) is read from: the task's argument, the inventory's variable,
-    a ``<name>/`` directory in the working directory (a team's own repository), else the collection's own.
+    a ``<name>/`` directory in the user's repository (``root``, else the working directory), else the
+    collection's own.
 
     The folder found must not be writable by another user (``check_not_shared``): a ``lanes/`` in a
     shared working directory would otherwise let anyone who can write there choose what deploys run."""
@@ -95,7 +124,7 @@ def find_spec_dir(name: str, explicit: str | None, configured: str | None, cwd: 
             found = os.path.abspath(os.path.join(cwd, str(candidate)))
             break
     else:
-        local = os.path.join(os.path.abspath(cwd), name)
+        local = os.path.join(os.path.abspath(root or cwd), name)
         found = local if os.path.isdir(local) else os.path.join(collection_root, name)
     check_not_shared(found, f"the {name} folder")
     return found

@@ -49,6 +49,7 @@ from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._model impor
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import (
     check_not_shared,
     find_spec_dir,
+    pick_spec_dir,
     reports_root,
 )
 from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._planfile import write_plan_file
@@ -66,6 +67,11 @@ __all__ = [
 ]
 
 LOCK_FILE = "image.lock.yml"
+
+
+def known_lanes(dirs: Sequence[str]) -> list[str]:
+    """Every lane name the folders hold, once."""
+    return sorted({f[:-4] for d in dirs if os.path.isdir(d) for f in os.listdir(d) if f.endswith(".yml")})
 
 
 def image_lock(image: dict[str, Any]) -> dict[str, Any] | None:
@@ -102,7 +108,7 @@ def _lint_every_rank(ctx: _lint.LintContext, lanes: dict[str, Any], hosts: list[
     return findings
 
 
-def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict[str, Any]],
+def plan_lane(lanes_dir: str | Sequence[str], images_dir: str | Sequence[str], lane_name: str, hosts: list[dict[str, Any]],
               lint_skip: Sequence[str] | None = None, purpose: str = "plan",
               reports_root: str | None = None) -> tuple[Plan | None, dict[str, Any]]:
     """Lane file + layers + inventory -> (plan or None, lint findings).
@@ -115,6 +121,15 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict[
     if not hosts:
         raise LanekitError("the inventory group lane_nodes is empty; list the lane's GPU nodes there in rank order.")
     check_hosts(hosts)
+    # The user's folder first, then the collection's: a lane or image the user's folder lacks falls back to the
+    # collection's copy by name, as recipes do.
+    lanes_dirs = [lanes_dir] if isinstance(lanes_dir, str) else list(lanes_dir)
+    images_dirs = [images_dir] if isinstance(images_dir, str) else list(images_dir)
+    lanes_dir = pick_spec_dir(lanes_dirs, f"{lane_name}.yml")
+    if len(lanes_dirs) > 1 and isinstance(lane_name, str) and not os.path.isfile(os.path.join(lanes_dir, f"{lane_name}.yml")):
+        raise LanekitError(f"lane {lane_name}: neither {os.path.join(lanes_dirs[0], lane_name + '.yml')} nor the "
+                           f"collection's {os.path.join(lanes_dirs[-1], lane_name + '.yml')} exists; known lanes: "
+                           f"{', '.join(known_lanes(lanes_dirs)) or 'none'}.")
     lane_file = read_lane_file(lanes_dir, lane_name)
     # What the lane file and its image spec say becomes root's containers on every node: nobody else may change them.
     check_not_shared(lane_file[0], "the lane file")
@@ -136,6 +151,7 @@ def plan_lane(lanes_dir: str, images_dir: str, lane_name: str, hosts: list[dict[
     digests = lane_wide["lanekit_image_digests"] or {}
     if not isinstance(digests, dict):
         raise LanekitError(f"lanekit_image_digests is {digests!r}; expected a mapping image name -> arch -> digest.")
+    images_dir = pick_spec_dir(images_dirs, os.path.join(lane["image"], "image.yml"))
     spec_dir = os.path.join(images_dir, lane["image"])
     check_not_shared(spec_dir, "the lane's image spec folder")
     check_not_shared(os.path.join(spec_dir, "image.yml"), "the lane's image spec")

@@ -89,3 +89,36 @@ def test_a_user_private_group_may_write_its_owners_folder(tmp_path, monkeypatch)
     with pytest.raises(LanekitError, match="writable by other users"):
         check_not_shared(str(team / "lanes"), "the lanes folder")
     assert me == os.geteuid()
+
+
+# Issue 37, item 5: where the lane came from.
+
+def test_the_users_repository_is_found_from_the_working_directory_or_above_the_inventory(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._paths import reports_root, user_root
+
+    repo = tmp_path / "repo"
+    (repo / "lanes").mkdir(parents=True)
+    (repo / "inventories" / "x").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert user_root(str(repo), []) == str(repo)
+    assert user_root(str(repo / "inventories"), [str(repo / "inventories" / "x")]) == str(repo)
+    assert user_root(str(elsewhere), []) is None
+    assert reports_root(None, "/opt/ansible_collections/lanekit/serving/playbooks", str(repo / "inventories"),
+                        str(repo)) == str(repo / "reports")
+
+
+def test_a_lane_the_users_folder_lacks_falls_back_to_the_collections_copy_and_none_names_both(tmp_path):
+    from ansible_collections.lanekit.serving.plugins.plugin_utils._plan._render import plan_lane
+    from tests.unit.helpers.plans import IMAGES, LANES, VLLM, spark8_hosts
+
+    mine = tmp_path / "lanes"
+    mine.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(mine, 0o755)
+    plan, _findings = plan_lane([str(mine), LANES], [str(tmp_path / "images"), IMAGES], VLLM, spark8_hosts())
+    assert plan is not None and plan["lane"] == VLLM
+    with pytest.raises(LanekitError) as err:
+        plan_lane([str(mine), LANES], [IMAGES], "no-such-lane", spark8_hosts())
+    text = str(err.value)
+    assert f"{mine}/no-such-lane.yml" in text and f"{LANES}/no-such-lane.yml" in text and VLLM in text
