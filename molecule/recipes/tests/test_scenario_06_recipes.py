@@ -67,7 +67,10 @@ def lane_containers(lane: str) -> dict[str, tuple[str, str]]:
 
 def _inventory(path, hosts: int, extra: dict) -> str:
     """inventories/sim with the first ``hosts`` CPU nodes as its lane nodes (their CPU-lane thread binding
-    dropped) and the recipe's hardware for the compile; inventories/sim's group_vars."""
+    dropped) and the GPUs per node the recipe is compiled for; inventories/sim's group_vars. The inventory
+    says nothing of the nodes' hardware: the recipe is compiled for its own (-e recipe_hardware) and the lane
+    then pointed at the sim's GB10s by the override layer; an inventory that said gb300 would be refused
+    against a lane for GB10s (issue 37: the lane's hardware against the inventory's on every path)."""
     with open(os.path.join(ROOT, "inventories", "sim", "hosts.yml"), encoding="utf-8") as handle:
         sim = yaml.safe_load(handle)
     nodes = sim["all"]["children"]["lane_nodes"]
@@ -182,8 +185,8 @@ def recipe_nodes(tmp_path_factory):
 
 
 def test_a_multi_node_dep_lane_deploys_and_answers_on_rank_zero(recipe_nodes):
-    inventory = _inventory(recipe_nodes / "dep", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
-    proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "recipe_strategy": "multi_node_dep",
+    inventory = _inventory(recipe_nodes / "dep", 2, {"lanekit_gpus_per_node": 1})
+    proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "recipe_hardware": "gb300", "recipe_strategy": "multi_node_dep",
                                                "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM,
                                                **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 multi_node_dep deploy (2 nodes)", proc.seconds)
@@ -205,9 +208,10 @@ def test_a_multi_node_dep_lane_deploys_and_answers_on_rank_zero(recipe_nodes):
 
 
 def test_a_pd_cluster_lane_routes_a_request_through_prefill_and_decode(recipe_nodes):
-    inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
+    inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_gpus_per_node": 1})
     proc = _run("deploy_lane.yml", inventory, {
-        "recipe": RECIPE, "recipe_strategy": "pd_cluster", "recipe_pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
+        "recipe": RECIPE, "recipe_hardware": "gb300", "recipe_strategy": "pd_cluster",
+        "recipe_pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
         "lanekit_image_digests": _digests(), "lane_cli_overrides": TO_THE_SIM, **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 pd_cluster deploy (1+1 nodes + router)", proc.seconds)
     assert_no_traceback(proc.stdout)
@@ -241,10 +245,11 @@ def test_a_pd_cluster_lane_routes_a_request_through_prefill_and_decode(recipe_no
 def test_a_router_that_refuses_its_arguments_is_triaged_with_the_routers_own_cause_and_fix(recipe_nodes):
     # A router flag the router does not know (pd.router.args): the stand-in refuses it with clap's
     # text, as the Rust vllm-router does, and the wait names the router's own cause and fix.
-    inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_hardware": "gb300", "lanekit_gpus_per_node": 1})
+    inventory = _inventory(recipe_nodes / "pd", 2, {"lanekit_gpus_per_node": 1})
     overrides = dict(TO_THE_SIM, pd={"router": {"args": {"--no-such-router-flag": True}}})
     proc = _run("deploy_lane.yml", inventory, {
-        "recipe": RECIPE, "recipe_strategy": "pd_cluster", "recipe_pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
+        "recipe": RECIPE, "recipe_hardware": "gb300", "recipe_strategy": "pd_cluster",
+        "recipe_pd": {"prefill": {"nodes": 1}, "decode": {"nodes": 1}},
         "lanekit_image_digests": _digests(), "lane_cli_overrides": overrides, **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 pd_cluster with a router that refuses its arguments", proc.seconds)
     out = flat(proc.stdout)
@@ -259,11 +264,11 @@ def test_a_router_that_refuses_its_arguments_is_triaged_with_the_routers_own_cau
 def test_a_multi_node_tp_pp_lane_reaches_ready(recipe_nodes):
     # The seed offers TP x PP on H200 (two 8-GPU nodes): compile that, then run its two pipeline
     # stages on two GB10s (TP1 x PP2) with the sim's NVFP4 checkpoint.
-    inventory = _inventory(recipe_nodes / "tp_pp", 2, {"lanekit_hardware": "h200", "lanekit_gpus_per_node": 8})
+    inventory = _inventory(recipe_nodes / "tp_pp", 2, {"lanekit_gpus_per_node": 8})
     overrides = dict(TO_THE_SIM, topology={"gpus_per_node": 1, "tensor_parallel": 1},
                      model={"id": "mistralai/Mistral-Large-4-1T-A52B-NVFP4",
                             "dir": "mistralai/Mistral-Large-4-1T-A52B-NVFP4"})
-    proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "recipe_strategy": "multi_node_tp_pp",
+    proc = _run("deploy_lane.yml", inventory, {"recipe": RECIPE, "recipe_hardware": "h200", "recipe_strategy": "multi_node_tp_pp",
                                                "lanekit_image_digests": _digests(), "lane_cli_overrides": overrides,
                                                **LOCK_FOLLOWS_THE_SIM})
     record_timing("scenario 6 multi_node_tp_pp deploy (2 nodes)", proc.seconds)
