@@ -178,8 +178,6 @@ def read_regular(path: str, limit: int, what: str, follow: bool = False) -> byte
         os.close(fd)
 
 
-
-
 def open_dir_inside(root: str, parts: list[str]) -> int:
     """A directory fd of ``root/<parts...>``, each part opened ``O_NOFOLLOW`` relative to the one
     before (``root`` itself too). Raises OSError (ELOOP/ENOTDIR) when a part is a link or no

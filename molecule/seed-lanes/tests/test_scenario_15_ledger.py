@@ -174,8 +174,8 @@ def test_a_wedge_is_found_within_two_probes_and_healed_by_one_restart(vllm_servi
 
 def test_a_wedge_that_outlives_the_budget_is_reported_and_left(vllm_serving):
     before, running = len(records()), started_at()
-    restarts = [r["epoch"] for r in records() if r["event"] == "watch" and r["outcome"] in ("restarted", "healed",
-                                                                                             "restart-failed")]
+    restarted = ("restarted", "healed", "restart-failed")
+    restarts = [r["epoch"] for r in records() if r["event"] == "watch" and r["outcome"] in restarted]
     assert restarts, "no restart of the watch in the ledger (the test above did one)"
     # One restart in a window that reaches back to the last one: the budget is spent.
     budget = ["-e", "watch_max_restarts=1", "-e", f"watch_window_s={time.time() - restarts[-1] + 600:.0f}"]

@@ -121,7 +121,8 @@ def append(reports_dir: str, record: LedgerRecord, plan: Mapping[str, Any] | Non
     except FileNotFoundError:
         docs = []
     # Numbered after every line that holds a number, a line the reader skips too: no two lines share one.
-    record.boot = max((d["boot"] for d in docs if type(d.get("boot")) is int), default=0) + 1
+    record.boot = max((d["boot"] for d in docs if isinstance(d.get("boot"), int) and not isinstance(d["boot"], bool)),
+                      default=0) + 1
     line = json.dumps(record.to_dict(), sort_keys=True, default=str, separators=(",", ":")) + "\n"
     data = (b"\n" if _needs_newline(path) else b"") + line.encode("utf-8")
     # O_NOFOLLOW: a link planted at the ledger's name is not appended through; fchmod: a ledger an older

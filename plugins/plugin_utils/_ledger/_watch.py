@@ -26,11 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
-
-# The counter rule's parser: in module_utils, where the head's probe runs it; the watch's readers find it here too.
-from ansible_collections.lanekit.serving.plugins.module_utils._boot._metrics import (
-    engine_generated_tokens as engine_generated_tokens,
-)
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._ranklog import RankLog
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._record import LedgerRecord
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger._types import is_number

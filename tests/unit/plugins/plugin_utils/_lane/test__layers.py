@@ -21,7 +21,7 @@ def test_an_underscored_flag_renders_once_dashed_on_every_rank():
     for argv in (rank["docker_argv"] for rank in result["ranks"]):
         assert "--max_num_seqs" not in argv
         assert argv.count("--max-num-seqs") == 1 and argv[argv.index("--max-num-seqs") + 1] == "40"
-    dashed, _ = plan(VLLM, overrides={"serve": {"args": {"--max-num-seqs": 40}}})
+    dashed, _findings = plan(VLLM, overrides={"serve": {"args": {"--max-num-seqs": 40}}})
     assert dashed["plan_hash"] == result["plan_hash"], "one flag in two spellings must be one plan"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot import _signatures as sigs
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._metrics import engine_generated_tokens
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _record as rec
 from ansible_collections.lanekit.serving.plugins.plugin_utils._ledger import _watch as watch
 
@@ -130,8 +131,8 @@ NOTHING = {"ok": False, "ttft_s": None, "tokens": 0, "tps": None, "total_s": 60.
      "16 tokens streamed, the first after 0.4 s"),
     # So slow that the deadline came while tokens still came (the last one 1.5 s before it).
     ({"ok": False, "ttft_s": 41.0, "tokens": 5, "tps": 0.23, "total_s": 60.9, "deadline_s": 60.0,
-      "error": "5 tokens, then nothing until the deadline of 60 s"}, "5 tokens streamed, the first after 41 s, "
-                                                                   "still coming at the deadline"),
+      "error": "5 tokens, then nothing until the deadline of 60 s"},
+     "5 tokens streamed, the first after 41 s, still coming at the deadline"),
 ])
 def test_a_loaded_lane_whose_stream_still_produces_tokens_is_slow_not_wedged(probe, words):
     found = watch.verdict([NOTHING, probe], FLOOR)
@@ -161,8 +162,8 @@ def test_the_engine_counter_advancing_while_the_probe_waits_in_its_queue_is_prog
     working = [dict(NOTHING, engine_tokens_before=1000.0, engine_tokens_after=4000.0),
                dict(NOTHING, engine_tokens_before=4500.0, engine_tokens_after=9000.0)]
     found = watch.verdict(working, FLOOR)
-    assert (found.state, found.progress) == ("slow", "the engine generated 8000 tokens for other requests during "
-                                                       "the probes")
+    assert (found.state, found.progress) == (
+        "slow", "the engine generated 8000 tokens for other requests during the probes")
     idle = [dict(NOTHING, engine_tokens_before=1000.0, engine_tokens_after=1000.0),
             dict(NOTHING, engine_tokens_before=1000.0, engine_tokens_after=1000.0)]
     assert watch.verdict(idle, FLOOR).state == "wedged"
@@ -190,9 +191,9 @@ def test_the_engines_generated_token_counter_is_read_from_its_metrics():
             'vllm:generation_tokens_total{engine="1",model_name="m"} 66.0\n'
             'vllm:generation_tokens_created{engine="0",model_name="m"} 1.7e9\n'
             'vllm:prompt_tokens_total{engine="0",model_name="m"} 99999.0\n')
-    assert watch.engine_generated_tokens(vllm) == 1300.0
-    assert watch.engine_generated_tokens('sglang:generation_tokens_total{model_name="m"} 42\n') == 42.0
-    assert watch.engine_generated_tokens("up 1\n") is None and watch.engine_generated_tokens("") is None
+    assert engine_generated_tokens(vllm) == 1300.0
+    assert engine_generated_tokens('sglang:generation_tokens_total{model_name="m"} 42\n') == 42.0
+    assert engine_generated_tokens("up 1\n") is None and engine_generated_tokens("") is None
 
 
 def test_a_slow_lane_is_reported_once_per_streak():
