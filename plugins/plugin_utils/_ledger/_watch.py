@@ -309,9 +309,9 @@ def not_deployed_here(plan: Mapping[str, Any], nodes: Mapping[str, Any], probe: 
             if runs and runs != plan.get("plan_hash"):
                 other.append(f"{entry.get('name')} on {host} runs plan {str(runs)[:12]}")
     if missing:
-        return (f"the lane is not deployed: {', '.join(missing[:4])}{' and more' if len(missing) > 4 else ''} does "
-                "not exist; the watch restarts only what a deploy started (ansible-playbook lanekit.serving.deploy_lane "
-                "deploys it)")
+        return (f"the lane is not deployed: {', '.join(missing[:4])}{' and more' if len(missing) > 4 else ''} "
+                f"{'does' if len(missing) == 1 else 'do'} not exist; the watch restarts only what a deploy started "
+                "(ansible-playbook lanekit.serving.deploy_lane deploys it)")
     if other:
         return (f"the ranks run another plan than {str(plan.get('plan_hash'))[:12]} ({', '.join(other[:3])}); the "
                 "watch restarts only the plan it was given: deploy this plan, or watch with the lane's own settings")
