@@ -24,3 +24,15 @@ def test_key_like_env_flags_and_token_shaped_values_are_hidden_and_tuning_is_not
 def test_a_value_that_is_not_an_argv_is_a_filter_error():
     with pytest.raises(AnsibleFilterError, match="needs an argv list"):
         redacted_argv("docker run")
+
+
+def test_the_ranks_role_hides_a_container_result_exactly_when_redaction_changes_the_argv():
+    """roles/ranks/tasks/secrets.yml hides a rank's docker result (its env, old and new) when redacted_argv
+    changes the rank's argv: never for the seed lanes as shipped, always for a secret-looking serve.env value."""
+    from tests.unit.helpers.plans import SGLANG, VLLM, plan
+
+    for lane in (VLLM, SGLANG):
+        result, _findings = plan(lane)
+        assert all(redacted_argv(r["docker_argv"]) == r["docker_argv"] for r in result["ranks"]), lane
+    leaky, _findings = plan(VLLM, overrides={"serve": {"env": {"HF_TOKEN": "hf_" + "b" * 34}}})
+    assert all(redacted_argv(r["docker_argv"]) != r["docker_argv"] for r in leaky["ranks"])
