@@ -234,14 +234,13 @@ bundle_files:
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._events import run_watch
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._portowner import (
     RankContainer,
-    hex_address,
     key_refusal,
 )
 from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes import (
@@ -250,6 +249,7 @@ from ansible_collections.lanekit.serving.plugins.module_utils._boot._probes impo
     probe_api,
     stream_probe,
 )
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._proc_net import tcp_peers
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._files import atomic_write
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
@@ -269,35 +269,6 @@ def meminfo_kb(text: str) -> dict[str, int]:
     """The MEMINFO_KEYS figures of /proc/meminfo text, in kB (what lane_wait's status reads)."""
     figures = parse_meminfo(text)
     return {key: figures[key] // 1024 for key in MEMINFO_KEYS if key in figures}
-
-
-def parse_proc_tcp(text: str, ports: Iterable[int]) -> dict[int, list[str]]:
-    """{port: sorted remote IPs} of ESTABLISHED connections whose local port is in ports."""
-    wanted = {int(p) for p in ports}
-    peers: dict[int, set] = {p: set() for p in wanted}
-    for line in text.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 4 or fields[3] != "01":
-            continue
-        _local_ip, local_port = fields[1].split(":")
-        remote_ip, _remote_port = fields[2].split(":")
-        port = int(local_port, 16)
-        if port in wanted:
-            peers[port].add(hex_address(remote_ip))
-    return {p: sorted(ips) for p, ips in peers.items()}
-
-
-def tcp_peers(ports: Iterable[int]) -> dict[int, list[str]]:
-    result: dict[int, list[str]] = {int(p): [] for p in ports}
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path, encoding="ascii") as handle:
-                text = handle.read()
-        except OSError:
-            continue
-        for port, ips in parse_proc_tcp(text, ports).items():
-            result[port] = sorted(set(result[port]) | set(ips))
-    return result
 
 
 def read_meminfo_text(path: str = MEMINFO_PATH) -> str:

@@ -21,11 +21,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-import struct
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._proc_net import hex_address
 
 PROC = "/proc"
 LISTEN = "0A"
@@ -55,17 +56,6 @@ class RankContainer:
         if not self.exists:
             return f"the rank container {self.name} (it does not exist)"
         return f"the rank container {self.name}" + ("" if self.pid > 0 else " (it does not run)")
-
-
-def hex_address(text: str) -> str:
-    """An address of /proc/net/tcp{,6} (hex, each 32-bit word in host order) as text; IPv4-mapped as IPv4."""
-    raw = bytes.fromhex(text)
-    words = b"".join(struct.pack("<I", struct.unpack(">I", raw[i:i + 4])[0]) for i in range(0, len(raw), 4))
-    if len(words) == 4:
-        return socket.inet_ntop(socket.AF_INET, words)
-    if words[:12] == b"\x00" * 10 + b"\xff\xff":
-        return socket.inet_ntop(socket.AF_INET, words[12:])
-    return socket.inet_ntop(socket.AF_INET6, words)
 
 
 def listeners(port: int, proc: str) -> list[tuple[str, int]]:

@@ -10,6 +10,7 @@ import stat
 
 import pytest
 
+from ansible_collections.lanekit.serving.plugins.module_utils._boot._proc_net import parse_proc_tcp
 from ansible_collections.lanekit.serving.plugins.module_utils._errors import LanekitError
 from ansible_collections.lanekit.serving.plugins.module_utils._image._docker_cli import DockerCLI
 from ansible_collections.lanekit.serving.plugins.modules import rank_status as rs
@@ -102,8 +103,8 @@ PROC_TCP6 = """  sl  local_address                         remote_address       
 
 def test_established_peers_of_the_rendezvous_port():
     # listening socket, other ports and TIME_WAIT connections do not count
-    assert rs.parse_proc_tcp(PROC_TCP, [29501]) == {29501: ["172.31.213.12", "172.31.213.16"]}
-    assert rs.parse_proc_tcp(PROC_TCP6, [29501]) == {29501: ["172.31.213.17"]}
+    assert parse_proc_tcp(PROC_TCP, [29501]) == {29501: ["172.31.213.12", "172.31.213.16"]}
+    assert parse_proc_tcp(PROC_TCP6, [29501]) == {29501: ["172.31.213.17"]}
 
 
 def test_the_bundle_goes_into_a_private_directory_only(tmp_path):
