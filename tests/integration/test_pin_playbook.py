@@ -80,3 +80,15 @@ def test_an_architecture_the_registry_lacks_is_one_sentence(tmp_path):
     assert run.returncode != 0
     assert "vllm/vllm-openai-cpu:v0.32.0 has no linux/amd64 image (it offers linux/arm64)" in out
     assert "Traceback" not in run.stdout + run.stderr
+
+
+def test_a_switch_that_is_no_boolean_is_refused_not_read_as_false(tmp_path):
+    """Issue 37: -e pin_image=nope was coerced to false by '| bool' and the run pinned nothing, rc 0."""
+    work, stub = _repo(tmp_path, {"schemaVersion": 2, "manifests": []})
+    spec = work / "images" / IMAGE / "image.yml"
+    before = spec.read_text()
+    run = _run(work, stub, "-e", "pin_image=nope")
+    out = " ".join(run.stdout.split())
+    assert run.returncode != 0, out[-2000:]
+    assert "image" in out and "nope" in out and "Traceback" not in run.stdout + run.stderr
+    assert spec.read_text() == before
